@@ -1,0 +1,35 @@
+# Every target sets up its own virtual environment from pyproject.toml: two commands on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e ".[all]" --group dev
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/retrymw demo
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/coverage report --fail-under=90
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

@@ -1,0 +1,55 @@
+"""Exception types raised by retrymw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CircuitOpenError", "ConfigError", "RetryBudgetExhausted", "RetrymwError"]
+
+
+class RetrymwError(Exception):
+    """Base class of every exception retrymw raises itself."""
+
+
+class ConfigError(RetrymwError, ValueError):
+    """Invalid configuration: names the field path, the bad value and an accepted example.
+
+    Args:
+        field: dotted path of the offending field, e.g. ``"policies.payments.backoff"``.
+        value: the value that was rejected.
+        problem: what is wrong with it, in a few words.
+        example: an accepted value for that field.
+    """
+
+    def __init__(self, field: str, value: Any, problem: str, example: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        self.example = example
+        super().__init__(f"{field}: {problem}; got {value!r}, expected e.g. {example}")
+
+    def at(self, prefix: str) -> ConfigError:
+        """Return the same error with ``prefix`` prepended to its field path."""
+        return ConfigError(f"{prefix}.{self.field}", self.value, self.problem, self.example)
+
+
+class RetryBudgetExhausted(RetrymwError):
+    """The call's ``retry_budget`` (cumulative backoff delay) would be exceeded by one more retry.
+
+    ``__cause__`` is the last exception the call raised.
+    """
+
+    def __init__(self, message: str, *, attempts: int, delay_so_far: float) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.delay_so_far = delay_so_far
+
+
+class CircuitOpenError(RetrymwError):
+    """The circuit breaker rejected the call before its first attempt."""
+
+    def __init__(self, circuit: str, *, retry_in: float | None = None) -> None:
+        hint = "" if retry_in is None else f"; next probe in {retry_in:.3g}s"
+        super().__init__(f"circuit {circuit!r} is open{hint}")
+        self.circuit = circuit
+        self.retry_in = retry_in

@@ -1,0 +1,165 @@
+"""Frozen event payloads: what instruments receive, and the outcome matchers see.
+
+Events are flat, slotted and frozen so that instruments can keep them (``RecordingInstrument``)
+and so that new fields can be added later without breaking anyone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "AttemptFinished",
+    "AttemptOutcome",
+    "AttemptStarted",
+    "BreakerStateChanged",
+    "CallFinished",
+    "CallOutcome",
+    "CallStarted",
+    "CircuitState",
+    "Outcome",
+    "RetryDenied",
+    "RetryReason",
+    "RetryScheduled",
+]
+
+CallOutcome = Literal[
+    "success",
+    "failure",
+    "exhausted",
+    "budget_exhausted",
+    "throttled",
+    "circuit_open",
+    "deadline_exceeded",
+    "cancelled",
+]
+AttemptOutcome = Literal["success", "retried", "failed"]
+RetryReason = Literal[
+    "max_attempts",
+    "budget_exhausted",
+    "throttled",
+    "deadline_exceeded",
+    "circuit_open",
+    "not_idempotent",
+    "body_not_replayable",
+    "retry_after_exceeds_limit",
+]
+CircuitState = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one attempt produced, as matchers and predicates see it.
+
+    Attributes:
+        attempt: 1 for the first execution.
+        elapsed: seconds since the call started (0.0 when nobody measured it).
+        exception: the exception the attempt raised, or ``None``.
+        result: the value the attempt returned (an ``httpx.Response`` for the transport).
+        status: the HTTP status of the result or of the exception, if any.
+        retry_after: a server's ``Retry-After`` hint in seconds, if any.
+        veto: a reason that forbids a retry whatever the matcher says (e.g. ``not_idempotent``).
+    """
+
+    attempt: int
+    elapsed: float = 0.0
+    exception: Exception | None = None
+    result: object = None
+    status: int | None = None
+    retry_after: float | None = None
+    veto: RetryReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallStarted:
+    """A logical call begins (before its first attempt)."""
+
+    policy: str
+    target: str
+    operation: str
+    max_attempts: int
+    request: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStarted:
+    """An attempt begins; ``attempt`` is 1 for the first execution."""
+
+    policy: str
+    target: str
+    operation: str
+    attempt: int
+    max_attempts: int
+    request: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFinished:
+    """An attempt ended; ``attempt_outcome`` says whether another attempt follows."""
+
+    policy: str
+    target: str
+    operation: str
+    attempt: int
+    attempt_outcome: AttemptOutcome
+    duration: float
+    error_type: str | None
+    status: int | None = None
+    exception: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    """Attempt ``attempt`` failed and the next one runs after ``delay`` seconds."""
+
+    policy: str
+    target: str
+    operation: str
+    attempt: int
+    max_attempts: int
+    delay: float
+    error_type: str
+    retry_after: float | None = None
+    exception: BaseException | None = None
+    budget_available: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDenied:
+    """Attempt ``attempt`` failed in a retryable way, but no retry follows, for ``reason``."""
+
+    policy: str
+    target: str
+    operation: str
+    attempt: int
+    max_attempts: int
+    reason: RetryReason
+    error_type: str
+    budget_available: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinished:
+    """A logical call ended with ``outcome`` after ``attempts`` executions."""
+
+    policy: str
+    target: str
+    operation: str
+    outcome: CallOutcome
+    attempts: int
+    duration: float
+    error_type: str | None
+    status: int | None = None
+    exception: BaseException | None = None
+    budget_available: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerStateChanged:
+    """Circuit ``circuit`` moved from ``previous_state`` to ``state`` at monotonic ``time``."""
+
+    circuit: str
+    previous_state: CircuitState
+    state: CircuitState
+    time: float

@@ -1,0 +1,91 @@
+"""`LoggingInstrument`: one WARNING line per scheduled retry, one per give-up and transition."""
+
+from __future__ import annotations
+
+import logging
+
+from .._events import BreakerStateChanged, RetryDenied, RetryScheduled
+from ._base import Instrument
+
+__all__ = ["LoggingInstrument"]
+
+
+class LoggingInstrument(Instrument):
+    """Logs retries, give-ups and breaker transitions through the standard `logging` module.
+
+    Args:
+        logger: where to log; ``logging.getLogger("retrymw")`` by default.
+
+    Every record carries ``extra`` keys prefixed ``retrymw_`` (policy, target, attempt, delay or
+    reason) for structured log handlers.
+
+    .. versionadded:: 0.1
+    """
+
+    __slots__ = ("logger",)
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger if logger is not None else logging.getLogger("retrymw")
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> None:
+        """Log ``<operation> attempt k/n failed with <error>; retrying in <delay>``."""
+        if not self.logger.isEnabledFor(logging.WARNING):
+            return
+        hint = "" if event.retry_after is None else f" (server asked for {event.retry_after:g}s)"
+        self.logger.warning(
+            "retrymw: %s attempt %d/%d failed with %s; retrying in %.3gs%s",
+            _subject(event.operation, event.target),
+            event.attempt,
+            event.max_attempts,
+            _describe(event.error_type, event.exception),
+            event.delay,
+            hint,
+            extra={
+                "retrymw_policy": event.policy,
+                "retrymw_target": event.target,
+                "retrymw_attempt": event.attempt,
+                "retrymw_delay": event.delay,
+            },
+        )
+
+    def retry_denied(self, event: RetryDenied, /) -> None:
+        """Log ``<operation> giving up after attempt k/n (<reason>)``."""
+        self.logger.warning(
+            "retrymw: %s giving up after attempt %d/%d with %s: %s",
+            _subject(event.operation, event.target),
+            event.attempt,
+            event.max_attempts,
+            event.error_type,
+            event.reason,
+            extra={
+                "retrymw_policy": event.policy,
+                "retrymw_target": event.target,
+                "retrymw_attempt": event.attempt,
+                "retrymw_reason": event.reason,
+            },
+        )
+
+    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """Log a circuit transition."""
+        self.logger.warning(
+            "retrymw: circuit %s changed from %s to %s",
+            event.circuit,
+            event.previous_state,
+            event.state,
+            extra={"retrymw_circuit": event.circuit, "retrymw_circuit_state": event.state},
+        )
+
+    def __repr__(self) -> str:
+        return f"<LoggingInstrument logger={self.logger.name!r}>"
+
+
+def _describe(error_type: str, exception: BaseException | None) -> str:
+    if exception is None:
+        return f"status {error_type}" if error_type.isdigit() else error_type
+    text = str(exception)
+    return f"{error_type}: {text}" if text else error_type
+
+
+def _subject(operation: str, target: str) -> str:
+    # Coroutines use their name as both; HTTP calls read "GET api.example.com".
+    return operation if operation == target else f"{operation} {target}"
