@@ -77,7 +77,7 @@ class LinearBackoff:
     increment: float | None
 
     def __init__(self, increment: Any = None) -> None:
-        value = None if increment is None else parse_duration(increment, field="increment")
+        value = None if increment is None else parse_duration(increment, field="backoff.increment")
         object.__setattr__(self, "increment", value)
 
     def delay(self, n: int, /, initial_delay: float, max_delay: float) -> float:
@@ -110,10 +110,14 @@ class ExponentialBackoff:
             return min(max_delay, initial_delay)
         if self.base == 1.0:
             return initial_delay
-        # Decide with logarithms first so that base ** (n - 1) is only computed when small.
-        if n - 1 >= math.log(max_delay / initial_delay, self.base):
+        # Decide in log space first (a subnormal initial_delay overflows the plain ratio), so
+        # that base ** (n - 1) is only computed when the result stays under the cap.
+        if n - 1 >= (math.log(max_delay) - math.log(initial_delay)) / math.log(self.base):
             return max_delay
-        return min(max_delay, initial_delay * self.base ** (n - 1))
+        try:
+            return min(max_delay, initial_delay * self.base ** (n - 1))
+        except OverflowError:  # tiny initial_delay: the power alone leaves the float range
+            return min(max_delay, math.exp(math.log(initial_delay) + (n - 1) * math.log(self.base)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +131,24 @@ class FibonacciBackoff:
         """See `Backoff.delay`."""
         if initial_delay <= 0.0:
             return 0.0
+        if initial_delay >= max_delay:
+            return max_delay
+        # fib(n) > phi**(n - 2), so past this n the cap is certain; the loop below then runs a
+        # bounded number of steps (about 1 500 at most) on exact integers.
+        if n - 2 > (math.log(max_delay) - math.log(initial_delay)) / _LOG_PHI:
+            return max_delay
+        ratio = max_delay / initial_delay
         previous, current = 0, 1
-        # Stops as soon as the cap is reached, so n = 10**6 costs a few dozen steps.
         for _ in range(n - 1):
-            if initial_delay * current >= max_delay:
+            if current >= ratio:
                 return max_delay
             previous, current = current, previous + current
-        return min(max_delay, initial_delay * current)
+        if current < 2**53:  # exactly representable: keep the table's exact values
+            return min(max_delay, initial_delay * current)
+        return min(max_delay, math.exp(math.log(current) + math.log(initial_delay)))
+
+
+_LOG_PHI = math.log((1 + math.sqrt(5)) / 2)
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -7,6 +7,7 @@ cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate before any matc
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -208,7 +209,8 @@ def on_predicate(predicate: Callable[[Outcome], bool]) -> Matcher:
 
 
 def _timeout_types() -> tuple[type[BaseException], ...]:
-    found: list[type[BaseException]] = [TimeoutError]
+    # asyncio.TimeoutError is TimeoutError from 3.11 on, a class of its own on 3.10.
+    found: list[type[BaseException]] = [TimeoutError, asyncio.TimeoutError]
     # Only look at libraries already imported: an exception cannot come from one that is not.
     httpx = sys.modules.get("httpx")
     if httpx is not None:

@@ -151,6 +151,8 @@ class RetryPolicy:
             if key not in known:
                 raise ConfigError(key, value, "unknown policy field", "attempts=3")
         current = {item.name: getattr(self, item.name) for item in fields(self)}
+        if changes.get("on_failure", "fallback") != "fallback" and "fallback" not in changes:
+            current["fallback"] = None  # leaving "fallback" mode drops the old fallback
         return RetryPolicy(**{**current, **changes})
 
     def delay_for(self, n: int) -> float:
@@ -196,7 +198,7 @@ class RetryPolicy:
             if (
                 hint > self.max_delay
                 or (self.retry_budget is not None and state.delay_so_far + hint > self.retry_budget)
-                or (self.deadline is not None and elapsed + hint > self.deadline)
+                or (self.deadline is not None and elapsed + hint >= self.deadline)
             ):
                 return GiveUp("retry_after_exceeds_limit")
             delay = max(delay, hint)
