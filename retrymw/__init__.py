@@ -14,6 +14,7 @@ from ._backoff import FibonacciBackoff as FibonacciBackoff
 from ._backoff import FixedBackoff as FixedBackoff
 from ._backoff import LinearBackoff as LinearBackoff
 from ._breaker import CircuitBreaker as CircuitBreaker
+from ._breaker import CircuitBreakerRegistry as CircuitBreakerRegistry
 from ._breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._budget import RetryBudget as RetryBudget
 from ._budget import RetryBudgetStatistics as RetryBudgetStatistics
@@ -37,19 +38,26 @@ from ._matchers import Matcher as Matcher
 from ._matchers import on_exception as on_exception
 from ._matchers import on_predicate as on_predicate
 from ._matchers import on_status as on_status
+from ._policy import Accept as Accept
+from ._policy import CallState as CallState
+from ._policy import GiveUp as GiveUp
+from ._policy import Retry as Retry
 from ._policy import RetryPolicy as RetryPolicy
 from ._retrier import Retrier as Retrier
 from ._retrier import retry as retry
 from .instrumentation import set_default_instruments as set_default_instruments
 
 __all__ = [
+    "Accept",
     "AttemptFinished",
     "AttemptStarted",
     "Backoff",
     "BreakerStateChanged",
     "CallFinished",
     "CallStarted",
+    "CallState",
     "CircuitBreaker",
+    "CircuitBreakerRegistry",
     "CircuitBreakerStatistics",
     "CircuitOpenError",
     "Clock",
@@ -58,9 +66,12 @@ __all__ = [
     "ExponentialBackoff",
     "FibonacciBackoff",
     "FixedBackoff",
+    "GiveUp",
     "LinearBackoff",
     "Matcher",
     "Outcome",
+    "Retrier",
+    "Retry",
     "RetryBudget",
     "RetryBudgetExhausted",
     "RetryBudgetStatistics",
@@ -68,7 +79,6 @@ __all__ = [
     "RetryDenied",
     "RetryPolicy",
     "RetryScheduled",
-    "Retrier",
     "RetrymwError",
     "load_config",
     "on_exception",

@@ -36,7 +36,7 @@ from .instrumentation._base import NO_SCOPES, Dispatch
 if TYPE_CHECKING:
     from ._breaker import CircuitBreaker, CircuitBreakerRegistry
 
-__all__ = ["AttemptAdapter", "Retrier", "retry"]
+__all__ = ["Retrier", "retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -1,0 +1,505 @@
+"""Configuration files: `load_config` turns YAML, TOML or a mapping into a `RetryConfig`.
+
+Policy fields are those of `RetryPolicy` plus the spellings users bring from other tools:
+``max_attempts`` (legacy ``attempts``), ``retry: N`` (compact: N retries, N + 1 attempts) and
+``delay`` (compact ``initial_delay``). ``backoff`` is a strategy name or a one-key mapping of a
+strategy to its options, including the legacy ``initial`` (``delay`` for ``fixed``) and
+``multiplier`` (``base``). Durations are ``30s``, ``500ms``, ``2m30s``, ``1h30m`` or ``{secs,
+nanos}``; unlike the Python API, config rejects bare numbers, whose unit a reader must guess.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._backoff import (
+    Backoff,
+    CustomBackoff,
+    ExponentialBackoff,
+    FibonacciBackoff,
+    FixedBackoff,
+    LinearBackoff,
+)
+from ._durations import parse_duration
+from ._errors import ConfigError
+from ._matchers import Matcher, compile_matcher
+from ._policy import RetryPolicy
+
+if TYPE_CHECKING:
+    from ._breaker import CircuitBreaker
+    from ._budget import RetryBudget
+    from ._retrier import Retrier
+
+__all__ = ["RetryConfig", "load_config", "to_mapping"]
+
+_T = TypeVar("_T")
+
+_SECTIONS = ("retry_defaults", "policies", "breakers", "budgets")
+_FIELDS = (
+    *("name", "attempts", "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor"),
+    *("retry_on", "retry_budget", "timeout", "deadline", "on_failure"),
+    *("max_attempts", "retry", "delay"),  # legacy and compact spellings
+)
+_CHECKED_BY_POLICY: tuple[str, ...] = ("name", "jitter", "jitter_factor", "on_failure")
+_OPTIONS = {  # strategy → the options its mapping form accepts
+    "fixed": ("delay",),
+    "linear": ("increment", "initial"),
+    "exponential": ("base", "multiplier", "initial"),
+    "fibonacci": ("initial",),
+    "custom": ("delays",),
+}
+# Breaker and budget options that are durations, so that files give them units there too.
+_COMPONENT_DURATIONS = {
+    "breakers": ("recovery_timeout", "max_recovery_timeout"),  # a breaker window may be a count
+    "budgets": ("window",),
+}
+_DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
+_BACKOFF = '"exponential" or {exponential: {base: 3.0}}'
+_MATCHER = '["timeout", "network", "5xx", 429, {pattern: "reset by peer"}, {status: [502, 503]}]'
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryConfig:
+    """Policies, breakers and budgets, as loaded by `load_config`.
+
+    Args:
+        defaults: the policy built from ``retry_defaults``.
+        policies: name → policy, each merged over the defaults.
+        breakers: name → `CircuitBreaker` keyword arguments (``name`` defaults to the key).
+        budgets: name → `RetryBudget` keyword arguments.
+
+    .. versionadded:: 0.1
+    """
+
+    defaults: RetryPolicy = field(default_factory=RetryPolicy)
+    policies: Mapping[str, RetryPolicy] = field(default_factory=dict)
+    breakers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Breakers and budgets are stateful: every retrier built for a name must share one.
+    _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("policies", "breakers", "budgets"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def policy(self, name: str) -> RetryPolicy:
+        """Return the policy called ``name``; a `KeyError` lists the known ones."""
+        return _lookup(self.policies, "policies", name)
+
+    def breaker(self, name: str) -> CircuitBreaker:
+        """Return the `CircuitBreaker` ``breakers.<name>``, built once per config and shared."""
+        from ._breaker import CircuitBreaker
+
+        return self._shared_instance("breakers", name, CircuitBreaker)
+
+    def budget(self, name: str) -> RetryBudget:
+        """Return the `RetryBudget` ``budgets.<name>``, built once per config and shared."""
+        from ._budget import RetryBudget
+
+        return self._shared_instance("budgets", name, RetryBudget)
+
+    def retrier(self, name: str | None = None) -> Retrier:
+        """Build a `Retrier` for policy ``name`` (the defaults when ``None``).
+
+        The breaker and the budget named like the policy are used when configured; otherwise
+        the `Retrier` defaults apply (no breaker, a default budget).
+
+        Raises:
+            KeyError: no such policy.
+            ConfigError: its breaker or budget rejects its options.
+        """
+        from ._retrier import Retrier
+
+        policy = self.defaults if name is None else self.policy(name)
+        key = policy.name if name is None else name
+        extra: dict[str, Any] = {}
+        if key in self.breakers:
+            extra["breaker"] = self.breaker(key)
+        if key in self.budgets:
+            extra["budget"] = self.budget(key)
+        return Retrier(policy, **extra)
+
+    def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
+        kwargs = _lookup(getattr(self, section), section, name)
+        path = f"{section}.{name}"
+        with self._lock:
+            if path not in self._shared:
+                self._shared[path] = _construct(factory, kwargs, path)
+            instance: _T = self._shared[path]
+        return instance
+
+
+def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConfig:
+    """Load a `RetryConfig` from a ``.yaml``/``.yml``/``.toml`` file or from a mapping.
+
+    Top-level keys are ``retry_defaults``, ``policies`` (name → fields merged over the
+    defaults), ``breakers`` and ``budgets``. A single ``retry_config:`` block, or a bare mapping
+    of policy fields, is the defaults.
+
+    Args:
+        source: a path, or a mapping shaped like the file.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: the file type is unknown, the file does not parse, or a value is invalid;
+            the message names the field path, the bad value and an accepted example.
+        ImportError: a YAML file was given and PyYAML is not installed.
+
+    Warns:
+        UserWarning: a compact-form policy (``retry: N``) names a backoff but no delay.
+
+    .. versionadded:: 0.1
+    """
+    where = "config" if isinstance(source, Mapping) else os.fspath(source)
+    data = source if isinstance(source, Mapping) else _read(Path(source))
+    if not isinstance(data, Mapping):
+        raise ConfigError(where, data, "the top level must be a mapping", "retry_defaults: {}")
+    top = _mapping(data, where, "retry_defaults: {attempts: 3}")
+    keys = set(top)
+    if "retry_config" in keys:
+        if len(keys) > 1:
+            problem = "must be the only top-level key; use retry_defaults beside policies"
+            raise ConfigError("retry_config", sorted(keys), problem, "retry_defaults")
+        top, defaults_path = {"retry_defaults": top["retry_config"]}, "retry_config"
+    elif keys & set(_FIELDS) and not keys & set(_SECTIONS):
+        top, defaults_path = {"retry_defaults": top}, ""  # a bare mapping of policy fields
+    else:
+        for key in sorted(keys - set(_SECTIONS)):
+            known = ", ".join((*_SECTIONS, "retry_config"))
+            problem = f"unknown top-level key, known: {known} (or only policy fields)"
+            raise ConfigError(key, top[key], problem, "policies")
+        defaults_path = "retry_defaults"
+
+    notes: list[str] = []
+    base = _policy_fields(top.get("retry_defaults"), defaults_path, notes, inherited={})
+    policies = {}
+    for name, raw in _mapping(top.get("policies"), "policies", "{payments: {}}").items():
+        path = f"policies.{name}"
+        # A policy is named after its key unless it says otherwise.
+        merged = {**base, "name": name, **_policy_fields(raw, path, notes, inherited=base)}
+        policies[name] = _build(merged, path)
+    config = RetryConfig(
+        defaults=_build(base, defaults_path),
+        policies=policies,
+        breakers=_components(top.get("breakers"), "breakers"),
+        budgets=_components(top.get("budgets"), "budgets"),
+    )
+    for note in notes:  # only once everything is valid, and pointing at our caller
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return config
+
+
+def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
+    """Serialise ``policy`` into the canonical config form, which `load_config` reads back.
+
+    ``load_config(to_mapping(policy)).defaults == policy`` for every policy that config can
+    express. Fields that are off (``None``) are left out, so the result also suits TOML.
+
+    Raises:
+        ConfigError: the policy holds what config cannot express: a ``fallback``, a `Backoff`
+            class of one's own, or an exception class or predicate in ``retry_on``.
+
+    .. versionadded:: 0.1
+    """
+    if policy.on_failure == "fallback":
+        raise ConfigError("on_failure", "fallback", "has no config form", '"raise"')
+    result: dict[str, Any] = {
+        "name": policy.name,
+        "attempts": policy.attempts,
+        "backoff": _backoff_form(policy.backoff),
+        "initial_delay": _format_duration(policy.initial_delay),
+        "max_delay": _format_duration(policy.max_delay),
+        "jitter": policy.jitter or False,
+        "jitter_factor": policy.jitter_factor,
+        "on_failure": policy.on_failure,
+    }
+    for key in ("retry_budget", "timeout", "deadline"):
+        if getattr(policy, key) is not None:
+            result[key] = _format_duration(getattr(policy, key))
+    if policy.retry_on is not None:
+        result["retry_on"] = _matcher_form(policy.retry_on)
+    return result
+
+
+def _read(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".toml"):
+        raise ConfigError(str(path), path.name, "unknown config file type", "a .yaml or .toml file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = error.object[error.start : error.end]
+        raise ConfigError(str(path), bad, "not UTF-8 text", "a UTF-8 file") from None
+    if suffix == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - tomli is a dependency on 3.10 only
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            found = re.search(r"line (\d+)", str(error))
+            line = None if found is None else int(found[1])
+            raise _syntax_error(path, "TOML", str(error), text, line) from None
+    try:
+        import yaml
+    except ImportError:
+        message = "reading YAML config files needs PyYAML: pip install 'retrymw[yaml]'"
+        raise ImportError(message) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        message = getattr(error, "problem", None) or str(error)
+        raise _syntax_error(path, "YAML", message, text, mark and mark.line + 1) from None
+    return {} if data is None else data  # an empty or all-comment file
+
+
+def _syntax_error(path: Path, kind: str, message: str, text: str, line: int | None) -> ConfigError:
+    if line is None:
+        return ConfigError(str(path), path.name, f"not valid {kind}: {message}", f"valid {kind}")
+    lines = text.splitlines()
+    found = lines[line - 1].strip() if 1 <= line <= len(lines) else "<end of file>"
+    problem = f"not valid {kind} at line {line}: {message}"
+    return ConfigError(str(path), found, problem, f"valid {kind}")
+
+
+def _lookup(section: Mapping[str, _T], label: str, name: str) -> _T:
+    try:
+        return section[name]
+    except KeyError:
+        known = ", ".join(sorted(section)) or "none"
+        raise KeyError(f"unknown name {name!r}; known {label}: {known}") from None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _mapping(value: Any, path: str, example: str) -> dict[str, Any]:
+    """Return ``value`` as a dict with string keys; ``None`` (an empty YAML block) is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, value, "must be a mapping", example)
+    for key in value:
+        if not isinstance(key, str):
+            raise ConfigError(_join(path, str(key)), key, "keys must be strings", example)
+    return dict(value)
+
+
+def _duration(value: Any, path: str) -> float:
+    if isinstance(value, (bool, int, float)):
+        raise ConfigError(path, value, "a bare number has no unit", _DURATION)
+    if not isinstance(value, (str, dict, timedelta)):
+        raise ConfigError(path, value, "not a duration", _DURATION)
+    return parse_duration(value, field=path)
+
+
+def _policy_fields(
+    raw: Any, path: str, notes: list[str], *, inherited: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Translate one mapping of config fields into `RetryPolicy` keyword arguments."""
+    given = _mapping(raw, path or "config", "{attempts: 3, backoff: exponential}")
+    for key, value in given.items():
+        if key not in _FIELDS:
+            problem = f"unknown policy field, known: {', '.join(_FIELDS)}"
+            raise ConfigError(_join(path, key), value, problem, "attempts: 3")
+    # RetryPolicy validates these itself; _build prefixes its errors with the path.
+    kwargs = {key: given[key] for key in _CHECKED_BY_POLICY if key in given}
+    counts = [key for key in ("attempts", "max_attempts", "retry") if key in given]
+    delays = [key for key in ("initial_delay", "delay") if key in given]
+    for group in (counts, delays):
+        if len(group) > 1:
+            problem = f"conflicts with {group[0]}; give only one of {', '.join(group)}"
+            raise ConfigError(_join(path, group[1]), given[group[1]], problem, f"{group[0]} alone")
+    for key in counts:
+        count, low = given[key], 0 if key == "retry" else 1
+        if isinstance(count, bool) or not isinstance(count, int) or count < low:
+            raise ConfigError(_join(path, key), count, f"must be an integer >= {low}", "3")
+        kwargs["attempts"] = count + 1 if key == "retry" else count
+    for key in delays:
+        kwargs["initial_delay"] = _duration(given[key], _join(path, key))
+    if "max_delay" in given:
+        kwargs["max_delay"] = _duration(given["max_delay"], _join(path, "max_delay"))
+    for key in ("retry_budget", "timeout", "deadline"):
+        if key in given:  # null turns an optional limit off, also over the defaults
+            kwargs[key] = None if given[key] is None else _duration(given[key], _join(path, key))
+    if "backoff" in given:
+        kwargs["backoff"], initial = _backoff(given["backoff"], _join(path, "backoff"), delays)
+        if initial is not None:
+            kwargs["initial_delay"] = initial
+        elif "retry" in given and "initial_delay" not in {**inherited, **kwargs}:
+            notes.append(
+                f"{_join(path, 'backoff')}: a backoff without a delay; the default initial "
+                "delay of 1s is used (add delay: 1s to say so)"
+            )
+    if given.get("on_failure") == "fallback":
+        problem = "needs a fallback callable, which config cannot hold"
+        raise ConfigError(_join(path, "on_failure"), "fallback", problem, '"raise" or "continue"')
+    if "retry_on" in given:
+        kwargs["retry_on"] = _retry_on(given["retry_on"], _join(path, "retry_on"))
+    return kwargs
+
+
+def _backoff(value: Any, path: str, delays: Sequence[str]) -> tuple[Backoff, float | None]:
+    """Return the strategy and the legacy initial delay given inside it, if any."""
+    if isinstance(value, str):
+        name, options = value, None
+    elif isinstance(value, Mapping) and len(value) == 1:
+        ((name, options),) = value.items()
+    else:
+        problem = "must be a strategy name or a mapping of one strategy to its options"
+        raise ConfigError(path, value, problem, _BACKOFF)
+    if name not in _OPTIONS:
+        known = ", ".join(_OPTIONS)
+        raise ConfigError(path, value, f"unknown backoff strategy, known: {known}", _BACKOFF)
+    where = f"{path}.{name}"
+    given = _mapping(options, where, _BACKOFF)
+    for key, option in given.items():
+        if key not in _OPTIONS[name]:
+            problem = f"unknown {name} option, known: {', '.join(_OPTIONS[name])}"
+            raise ConfigError(f"{where}.{key}", option, problem, _BACKOFF)
+    initial_key = "delay" if name == "fixed" else "initial"
+    initial = None
+    if initial_key in given:
+        if delays:
+            problem = f"conflicts with {delays[0]}; give the initial delay once"
+            raise ConfigError(f"{where}.{initial_key}", given[initial_key], problem, "1s")
+        initial = _duration(given[initial_key], f"{where}.{initial_key}")
+    if name == "linear":
+        step = given.get("increment")
+        increment = None if step is None else _duration(step, f"{where}.increment")
+        return LinearBackoff(increment), initial
+    if name == "exponential":
+        if "base" in given and "multiplier" in given:
+            problem = "conflicts with base; multiplier is its legacy name"
+            raise ConfigError(f"{where}.multiplier", given["multiplier"], problem, "base: 2.0")
+        key = "multiplier" if "multiplier" in given else "base"
+        try:
+            return ExponentialBackoff(given.get(key, 2.0)), initial
+        except ConfigError as error:  # it names its field "backoff.base"
+            raise ConfigError(f"{where}.{key}", error.value, error.problem, "2.0") from None
+    if name == "custom":
+        listed = given.get("delays")
+        if not isinstance(listed, list):
+            example = '{custom: {delays: ["500ms", "1s", "5s"]}}'
+            raise ConfigError(f"{where}.delays", listed, "must be a list", example)
+        parsed = [_duration(item, f"{where}.delays[{i}]") for i, item in enumerate(listed)]
+        return CustomBackoff(parsed), initial
+    return (FixedBackoff() if name == "fixed" else FibonacciBackoff()), initial
+
+
+def _retry_on(value: Any, path: str) -> Matcher | None:
+    for index, entry in enumerate(value if isinstance(value, list) else [value]):
+        # Config holds data only: exception classes and predicates belong in Python code.
+        if not isinstance(entry, (str, int, dict, type(None))) or isinstance(entry, bool):
+            where = f"{path}[{index}]" if isinstance(value, list) else path
+            problem = "must be a matcher name, a status, {pattern: ...} or {status: [...]}"
+            raise ConfigError(where, entry, problem, _MATCHER)
+    return compile_matcher(value, field=path)
+
+
+def _build(kwargs: Mapping[str, Any], path: str) -> RetryPolicy:
+    try:
+        return RetryPolicy(**kwargs)
+    except ConfigError as error:
+        raise (error.at(path) if path else error) from None
+
+
+def _components(value: Any, section: str) -> dict[str, Mapping[str, Any]]:
+    result: dict[str, Mapping[str, Any]] = {}
+    for name, raw in _mapping(value, section, "{payments: {...}}").items():
+        kwargs = _mapping(raw, f"{section}.{name}", "{failure_threshold: 5}")
+        for key in _COMPONENT_DURATIONS[section]:
+            if kwargs.get(key) is not None:
+                _duration(kwargs[key], f"{section}.{name}.{key}")
+        if section == "breakers":
+            kwargs.setdefault("name", name)
+        result[name] = MappingProxyType(kwargs)
+    return result
+
+
+def _construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) -> _T:
+    named = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    parameters = inspect.signature(factory).parameters.values()
+    # Clocks and random sources are objects that code injects; config only holds data.
+    known = [p.name for p in parameters if p.kind in named and p.name not in ("clock", "rng")]
+    for key, value in kwargs.items():
+        if key not in known:
+            problem = f"unknown {factory.__name__} option, known: {', '.join(known)}"
+            raise ConfigError(f"{path}.{key}", value, problem, "failure_threshold: 5")
+    try:
+        return factory(**kwargs)
+    except ConfigError as error:
+        raise error.at(path) from None
+    except TypeError as error:  # a value of the wrong type, e.g. a string compared to a number
+        bad = next((key for key in kwargs if repr(key) in str(error)), None)
+        where, value = (path, kwargs) if bad is None else (f"{path}.{bad}", kwargs[bad])
+        raise ConfigError(where, value, f"rejected: {error}", "failure_threshold: 5") from None
+
+
+def _format_duration(seconds: float) -> str:
+    """Return readable duration text that parses back to exactly ``seconds``."""
+    text = f"{_plain(seconds)}s"  # repr() is the shortest decimal that float() maps back
+    if seconds == int(seconds):
+        hours, rest = divmod(int(seconds), 3600)
+        parts = zip((hours, *divmod(rest, 60)), "hms", strict=True)
+        text = "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
+    elif seconds < 1.0:
+        text = f"{_plain(round(seconds * 1000, 6))}ms"
+    return text if parse_duration(text) == seconds else f"{_plain(seconds)}s"
+
+
+def _plain(number: float) -> str:
+    return format(Decimal(repr(number)), "f").removesuffix(".0")
+
+
+def _backoff_form(backoff: Backoff) -> Any:
+    if isinstance(backoff, (FixedBackoff, FibonacciBackoff)):
+        return "fixed" if isinstance(backoff, FixedBackoff) else "fibonacci"
+    if isinstance(backoff, LinearBackoff):
+        if backoff.increment is None:
+            return "linear"
+        return {"linear": {"increment": _format_duration(backoff.increment)}}
+    if isinstance(backoff, ExponentialBackoff):
+        return "exponential" if backoff.base == 2.0 else {"exponential": {"base": backoff.base}}
+    if isinstance(backoff, CustomBackoff):
+        return {"custom": {"delays": [_format_duration(d) for d in backoff.delays]}}
+    raise ConfigError("backoff", backoff, "a Backoff of one's own has no config form", _BACKOFF)
+
+
+def _matcher_form(matcher: Matcher) -> list[Any]:
+    # A matcher's key records how it was built, so the config entries are read back from it.
+    kind, *args = matcher._key
+    entries: list[Any] = []
+    for key in args[0] if kind == "any" else (matcher._key,):
+        kind, *args = key
+        if kind in ("timeout", "network", "server_error", "rate_limit"):
+            entries.append(kind)
+        elif kind == "pattern":
+            entries.append({"pattern": args[0]})
+        elif kind == "status":
+            codes = sorted(args[0])
+            entries.append(codes[0] if len(codes) == 1 else {"status": codes})
+        else:
+            problem = "exception classes, predicates, & and ~ have no config form"
+            raise ConfigError("retry_on", matcher, problem, _MATCHER)
+    return entries
