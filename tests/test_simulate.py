@@ -1,0 +1,205 @@
+"""The storm simulator, and the figures it proves for the default budget, breaker and jitter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from retrymw._errors import ConfigError
+from retrymw._policy import RetryPolicy
+from retrymw.simulate import (
+    Scenario,
+    SimulatedFailure,
+    jitter_spread,
+    render_table,
+    simulate,
+    suite,
+)
+
+
+@pytest.mark.parametrize(
+    "scenario", [pytest.param(scenario, id=scenario.name) for scenario in suite("outage")]
+)
+def test_outage_amplification_is_bounded_at_every_rate(scenario: Scenario) -> None:
+    """A total outage after a warm-up costs at most 1.10 attempts per call at 2 to 1000 calls/s."""
+    result = simulate(scenario)
+    assert result.calls == pytest.approx(scenario.rate * (scenario.duration - scenario.warmup))
+    assert result.amplification <= 1.10
+    assert result.success_rate == 0.0
+    # The burst is what the warm-up earned: 10% of the trailing 10 s of calls, at least 10.
+    assert result.retries_admitted <= max(10, scenario.rate)
+
+
+def test_without_a_budget_an_outage_triples_the_load() -> None:
+    """The same outage with budget=None costs all three attempts of every call."""
+    scenario = replace(suite("outage")[1], budget=None, fault=None)
+    result = simulate(scenario)
+    assert result.amplification == 3.0
+    assert result.retries_denied == 0
+
+
+def test_ten_percent_failures_keep_the_no_budget_success_rate() -> None:
+    """At p = 0.1 with 3 attempts the default budget denies nothing and success is >= 99.9%.
+
+    1 - 0.1**3 = 0.999 is the *expected* success of three unthrottled attempts, so any finite
+    run lands on either side of it by sampling noise (sigma = 0.00018 for 30 000 calls). The
+    assertion that cannot be noise is the second one: the budget denied no retry, so the run is
+    draw for draw the run without a budget.
+    """
+    scenario = Scenario("brownout p=0.1", rate=100, duration=300, failure=0.1)
+    with_budget = simulate(scenario)
+    without = simulate(replace(scenario, budget=None))
+    assert with_budget.retries_denied == 0
+    assert with_budget.success_rate == without.success_rate
+    assert with_budget.success_rate >= 0.999
+    assert with_budget.amplification == pytest.approx(1.11, abs=0.01)
+
+
+def test_flaky_dependency_never_opens_the_breaker_in_an_hour() -> None:
+    """At 20% random failures and 100 calls/s the default breaker stays closed for an hour."""
+    scenario = Scenario("p=0.2 for 1 h", rate=100, duration=3600, failure=0.2, breaker={})
+    result = simulate(scenario)
+    assert result.calls == 360_000
+    assert (result.breaker_trips, result.breaker_open_fraction) == (0, 0.0)
+    assert result.breaker_rejections == 0
+    assert result.retries_denied == 0  # nor does the default budget throttle it
+    assert result.success_rate > 0.99
+
+
+def test_dead_dependency_opens_the_breaker_fast_and_recovers() -> None:
+    """A total outage at 100 calls/s opens the breaker within 1 s and 50 calls; it then recovers."""
+    (scenario,) = suite("breaker")
+    result = simulate(scenario)
+    assert result.time_to_open is not None
+    assert result.calls_to_open is not None
+    assert result.time_to_open <= 1.0
+    assert result.calls_to_open <= 50
+    # One recovery timeout (5 s) plus a probe at most, after the dependency heals.
+    assert result.time_to_recover is not None
+    assert result.time_to_recover <= 5.0 + scenario.latency
+    assert result.breaker_open_fraction == pytest.approx((scenario.fault or 0) / 70, abs=0.03)
+    assert result.amplification < 0.05  # most calls are refused without an attempt
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("full", id="full"), pytest.param("decorrelated", id="decorrelated")]
+)
+def test_jitter_stays_spread_at_the_cap(kind: str) -> None:
+    """Full and decorrelated jitter keep a CV >= 0.5 at retry 10, with no draw at the cap."""
+    spread = jitter_spread(kind, draws=4000)  # type: ignore[arg-type]
+    assert spread.cv >= 0.5
+    assert spread.share_at_cap == 0.0
+
+
+def test_jitter_spread_measures_a_collapse() -> None:
+    """Equal jitter, which keeps every delay in [d/2, d], measures a CV well below 0.5."""
+    spread = jitter_spread("equal", draws=4000)
+    assert spread.cv < 0.3
+    assert spread.mean == pytest.approx(22.5, rel=0.05)
+
+
+def test_synchronized_clients_peak_lower_with_jitter() -> None:
+    """Fifty clients in step hit the dependency in bursts that full jitter flattens."""
+    plain, jittered = (simulate(scenario) for scenario in suite("synchronized"))
+    assert plain.peak_attempts_per_100ms >= 100
+    assert jittered.peak_attempts_per_100ms < 0.75 * plain.peak_attempts_per_100ms
+    for result in (plain, jittered):
+        assert result.breaker_trips >= 50
+        assert result.time_to_recover is not None
+        assert result.time_to_recover <= 5.0
+
+
+def test_half_open_probes_are_bounded_with_latency() -> None:
+    """With 0.5 s attempts, half-open admits one probe while the other arrivals are refused."""
+    scenario = Scenario(
+        "slow outage",
+        rate=200,
+        duration=30,
+        warmup=5,
+        latency=0.5,
+        breaker={"recovery_timeout": "1s"},
+    )
+    result = simulate(scenario)
+    # Half-open windows admit exactly one probe; every other arrival meanwhile is refused.
+    assert result.breaker_rejections > 0.9 * result.calls
+    assert result.attempts < 0.1 * result.calls
+
+
+def test_same_seed_same_result_and_seeds_differ() -> None:
+    """Runs are deterministic for a seed, and another seed draws other failures."""
+    scenario = Scenario("brownout", rate=50, duration=60, failure=0.3, breaker={})
+    assert simulate(scenario, seed=1) == simulate(scenario, seed=1)
+    assert simulate(scenario, seed=1).attempts != simulate(scenario, seed=2).attempts
+
+
+def test_simulator_drives_the_real_objects() -> None:
+    """The real CircuitBreaker's settings matter: a higher threshold opens later."""
+    fast = Scenario("fast", rate=100, duration=20, warmup=5, breaker={"failure_threshold": 5})
+    slow = replace(fast, breaker={"failure_threshold": 40, "failure_rate_threshold": None})
+    fast_open, slow_open = simulate(fast).calls_to_open, simulate(slow).calls_to_open
+    assert fast_open is not None
+    assert slow_open is not None
+    assert fast_open < slow_open
+
+
+@pytest.mark.parametrize(
+    ("retry_on", "expected"),
+    [
+        pytest.param(SimulatedFailure, 3.0, id="retries-simulated-failures"),
+        pytest.param(TimeoutError, 1.0, id="other-errors-only"),
+    ],
+)
+def test_the_policy_decides_what_is_retried(retry_on: type[Exception], expected: float) -> None:
+    """The scenario's real RetryPolicy decides: a policy that ignores the failure never retries."""
+    policy = RetryPolicy(retry_on=retry_on)
+    scenario = Scenario("outage", rate=10, duration=10, budget=None, policy=policy)
+    assert simulate(scenario).amplification == expected
+
+
+def test_render_table_has_a_header_and_one_line_per_result() -> None:
+    """The plain-text table lists every scenario under a header and a rule."""
+    results = [simulate(scenario) for scenario in suite("outage")[:2]]
+    lines = render_table(results).splitlines()
+    assert len(lines) == 4
+    assert lines[0].split()[:3] == ["scenario", "calls", "amplif."]
+    assert set(lines[1]) <= {"-", " "}
+    assert lines[2].startswith("outage 2/s")
+    assert "1.042" in lines[2]
+
+
+def test_suite_groups_and_unknown_names() -> None:
+    """suite() returns every group by default and rejects unknown group names."""
+    assert len(suite()) == sum(
+        len(suite(name)) for name in ("outage", "brownout", "breaker", "synchronized")
+    )
+    with pytest.raises(ValueError, match="unknown scenario group"):
+        suite("meteor")
+
+
+def test_render_table_in_markdown() -> None:
+    """With markdown=True the table is a pipe table with right-aligned number columns."""
+    lines = render_table([simulate(suite("outage")[0])], markdown=True).splitlines()
+    assert lines[0].startswith("| scenario")
+    assert lines[0].endswith("|")
+    assert lines[1].startswith("| ---")
+    assert "--:" in lines[1]
+    assert lines[2].startswith("| outage 2/s")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("rate", 0, id="no-rate"),
+        pytest.param("failure", 1.5, id="failure-above-one"),
+        pytest.param("clients", 0, id="no-clients"),
+        pytest.param("latency", -1, id="negative-latency"),
+    ],
+)
+def test_invalid_scenarios_raise_config_error(field: str, value: float) -> None:
+    """A scenario with an out-of-range field raises ConfigError naming it."""
+    changes: dict[str, Any] = {field: value}
+    with pytest.raises(ConfigError) as caught:
+        replace(Scenario("x", rate=10, duration=10), **changes)
+    assert caught.value.field == field
