@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
@@ -118,7 +119,16 @@ class Retrier:
     .. versionadded:: 0.1
     """
 
-    __slots__ = ("_breakers", "_budget", "_clock", "_dispatch", "_plain", "_rng", "policy")
+    __slots__ = (
+        "_breakers",
+        "_budget",
+        "_budget_reported_at",
+        "_clock",
+        "_dispatch",
+        "_plain",
+        "_rng",
+        "policy",
+    )
 
     def __init__(
         self,
@@ -148,6 +158,7 @@ class Retrier:
                 breaker, listeners=(self._dispatch.breaker_listener,)
             )
         self._rng = rng if rng is not None else Random()
+        self._budget_reported_at = -math.inf
         self._plain = self._is_plain(self.policy)
 
     def _is_plain(self, policy: RetryPolicy) -> bool:
@@ -648,6 +659,17 @@ class _Run:
             error_type = type(error).__qualname__
         else:
             error_type = None if self.status is None else str(self.status)
+        retrier = self.retrier
+        now = retrier._clock.now()
+        budget_available = None
+        # Reading the budget folds its lock-free success count under a lock: worth it on every
+        # call that retried, and at most once a second on the success path so the gauge still
+        # shows the bucket refilling.
+        if retrier._budget is not None and (
+            self.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
+        ):
+            retrier._budget_reported_at = now
+            budget_available = retrier._budget.available()
         Dispatch.emit(
             hooks,
             CallFinished(
@@ -656,11 +678,11 @@ class _Run:
                 self.operation,
                 self.outcome,
                 self.state.attempt,
-                self.retrier._clock.now() - self.state.started_at,
+                now - self.state.started_at,
                 error_type,
                 self.status,
                 error,
-                self._budget_available(),
+                budget_available,
             ),
         )
 
