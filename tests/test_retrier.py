@@ -15,10 +15,14 @@ import pytest
 from retrymw import (
     AttemptFinished,
     AttemptStarted,
+    BreakerStateChanged,
     CallFinished,
     CallStarted,
+    CircuitBreaker,
+    CircuitOpenError,
     ConfigError,
     Retrier,
+    RetryBudget,
     RetryBudgetExhausted,
     RetryDenied,
     RetryPolicy,
@@ -525,3 +529,105 @@ async def test_concurrent_calls_share_no_state(clock: FakeClock) -> None:
             group.start_soon(one, index)
     assert sorted(results) == list(range(50))
     assert clock.sleeps == [1.0] * 50
+
+
+# -- breaker and cross-call budget integration ------------------------------------------------
+
+
+def breaker_retrier(clock: FakeClock, recorder: RecordingInstrument, **policy: Any) -> Retrier:
+    breaker = CircuitBreaker(
+        name="db",
+        failure_threshold=2,
+        failure_rate_threshold=None,
+        recovery_timeout="10s",
+        clock=clock,
+    )
+    return Retrier(
+        RetryPolicy(**policy), breaker=breaker, clock=clock, instruments=(recorder,), budget=None
+    )
+
+
+async def test_open_circuit_rejects_before_the_first_attempt(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """Once the breaker is open, a new call raises CircuitOpenError without running."""
+    retrier = breaker_retrier(clock, recorder, attempts=2, backoff="fixed", initial_delay=0)
+    with pytest.raises(ConnectionError):
+        await retrier.call(Flaky(ConnectionError(), ConnectionError()))
+    fn = Flaky()
+    with pytest.raises(CircuitOpenError, match="circuit 'db:") as caught:
+        await retrier.call(fn)
+    assert fn.calls == 0
+    assert caught.value.retry_in == 10.0
+    assert recorder.of_type(CallFinished)[-1].outcome == "circuit_open"
+    assert [e.state for e in recorder.of_type(BreakerStateChanged)] == ["open"]
+
+
+async def test_circuit_opening_mid_call_stops_retrying_with_the_last_error(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """A breaker that opens during a call ends it with reason circuit_open, not more attempts."""
+    retrier = breaker_retrier(clock, recorder, attempts=5)
+    last = ConnectionError("second")
+    fn = Flaky(ConnectionError("first"), last)
+    with pytest.raises(ConnectionError) as caught:
+        await retrier.call(fn)
+    assert caught.value is last
+    assert fn.calls == 2
+    assert "circuit_open" in getattr(caught.value, "__notes__", [""])[0]
+    assert [e.reason for e in recorder.of_type(RetryDenied)] == ["circuit_open"]
+
+
+async def test_circuit_open_error_is_never_retried_and_fallback_applies(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """The breaker's own rejection goes to the fallback instead of being retried."""
+    retrier = breaker_retrier(
+        clock,
+        recorder,
+        attempts=2,
+        backoff="fixed",
+        initial_delay=0,
+        on_failure="fallback",
+        fallback=lambda exc: type(exc).__name__,
+    )
+    assert await retrier.call(Flaky(ConnectionError(), ConnectionError())) == "ConnectionError"
+    assert await retrier.call(Flaky()) == "CircuitOpenError"
+
+
+async def test_half_open_probe_success_closes_the_circuit(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """After the recovery timeout one probe runs, and its success closes the circuit."""
+    retrier = breaker_retrier(clock, recorder, attempts=2, backoff="fixed", initial_delay=0)
+    with pytest.raises(ConnectionError):
+        await retrier.call(Flaky(ConnectionError(), ConnectionError()))
+    clock.advance(10.0)
+    assert await retrier.call(Flaky(value="probe")) == "probe"
+    states = [e.state for e in recorder.of_type(BreakerStateChanged)]
+    assert states == ["open", "half_open", "closed"]
+
+
+async def test_cross_call_budget_throttles_retries(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """When the shared budget has no token, the retry is denied with reason throttled."""
+    budget = RetryBudget(min_capacity=1, clock=clock)
+    retrier = Retrier(RetryPolicy(attempts=3), clock=clock, instruments=(recorder,), budget=budget)
+    with pytest.raises(ConnectionError) as caught:
+        await retrier.call(Flaky(ConnectionError(), ConnectionError(), ConnectionError()))
+    assert clock.sleeps == [1.0]
+    assert "throttled" in getattr(caught.value, "__notes__", [""])[0]
+    assert recorder.of_type(CallFinished)[-1].outcome == "throttled"
+    assert budget.statistics().denied == 1
+
+
+async def test_successful_calls_fund_the_budget(clock: FakeClock) -> None:
+    """Each successful call deposits into the shared budget, on the plain path too."""
+    budget = RetryBudget(min_capacity=1, clock=clock)
+    retrier = Retrier(RetryPolicy(), clock=clock, instruments=(), budget=budget)
+    before = budget.available()
+    for _ in range(10):
+        await retrier.call(Flaky())
+    assert budget.statistics().deposits == 10
+    assert budget.available() >= before
