@@ -93,10 +93,7 @@ __all__ = [
 for _name in __all__:
     _obj = globals()[_name]
     if getattr(_obj, "__module__", "").startswith("retrymw._"):
-        try:
-            _obj.__module__ = "retrymw"
-        except (AttributeError, TypeError):  # pragma: no cover - builtins and protocols
-            pass
+        _obj.__module__ = "retrymw"
 del _name, _obj
 
 

@@ -126,6 +126,7 @@ class Retrier:
         "_clock",
         "_dispatch",
         "_plain",
+        "_quiet",
         "_rng",
         "policy",
     )
@@ -159,12 +160,28 @@ class Retrier:
             )
         self._rng = rng if rng is not None else Random()
         self._budget_reported_at = -math.inf
-        self._plain = self._is_plain(self.policy)
+        self._plain = self._is_plain(self.policy, self._dispatch)
+        # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
+        # while none listens, calls use this dispatch without them, and its plain path.
+        quiet = self._dispatch.quiet()
+        self._quiet = None if quiet is None else (quiet, self._is_plain(self.policy, quiet))
 
-    def _is_plain(self, policy: RetryPolicy) -> bool:
+    def _current(self) -> tuple[Dispatch, bool]:
+        """The dispatch for a call starting now, and whether its policy may take the plain path."""
+        if self._quiet is None or self._dispatch.listening():
+            return self._dispatch, self._plain
+        return self._quiet
+
+    def _dispatch_for(self, first_error: Exception | None) -> Dispatch:
+        # A call resumed from the plain path ran its first attempt without the idle
+        # instruments; it keeps going without them rather than reporting half a call.
+        if self._quiet is not None and first_error is not None:
+            return self._quiet[0]
+        return self._current()[0]
+
+    def _is_plain(self, policy: RetryPolicy, dispatch: Dispatch) -> bool:
         # The plain path runs the first attempt with no bookkeeping at all; anything that must
         # observe or bound that first attempt sends calls down the full path instead.
-        dispatch = self._dispatch
         return not (
             dispatch.call_started
             or dispatch.attempt_started
@@ -238,7 +255,9 @@ class Retrier:
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        if self._plain:
+        quiet = self._quiet
+        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        if plain:
             try:
                 result = await fn(*args, **kwargs)
             except Exception as error:
@@ -263,7 +282,9 @@ class Retrier:
                 "(socket or client timeout) or make it async",
                 "timeout=None",
             )
-        if self._plain:
+        quiet = self._quiet
+        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        if plain:
             try:
                 result = fn(*args, **kwargs)
             except Exception as error:
@@ -299,7 +320,15 @@ class Retrier:
         ``adapter`` refines outcomes, and ``first_error`` resumes a call whose first attempt
         already failed on the plain path.
         """
-        run = _Run(self, policy or self.policy, operation, target, adapter, request)
+        run = _Run(
+            self,
+            policy or self.policy,
+            operation,
+            target,
+            adapter,
+            request,
+            self._dispatch_for(first_error),
+        )
         sleep = self._clock.sleep
         try:
             if first_error is not None:
@@ -345,7 +374,15 @@ class Retrier:
         first_error: Exception | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `_Run`, blocking sleeps, no attempt timeout."""
-        run = _Run(self, policy or self.policy, operation, target, adapter, request)
+        run = _Run(
+            self,
+            policy or self.policy,
+            operation,
+            target,
+            adapter,
+            request,
+            self._dispatch_for(first_error),
+        )
         sleep = self._clock.sleep_sync
         try:
             if first_error is not None:
@@ -408,6 +445,7 @@ class _Run:
         target: str | None,
         adapter: AttemptAdapter | None,
         request: object,
+        dispatch: Dispatch,
     ) -> None:
         self.retrier = retrier
         self.policy = policy
@@ -415,7 +453,7 @@ class _Run:
         self.target = target if target is not None else operation
         self.adapter = adapter
         self.request = request
-        self.dispatch = retrier._dispatch
+        self.dispatch = dispatch
         self.state = CallState(retrier._clock.now())
         self.breaker = None if retrier._breakers is None else retrier._breakers.get(self.target)
         self.admitted = False

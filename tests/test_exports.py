@@ -55,4 +55,4 @@ def test_version_is_read_from_the_installed_metadata() -> None:
 def test_unknown_attribute_raises_attribute_error() -> None:
     """A misspelt attribute is an AttributeError naming it, not a silent None."""
     with pytest.raises(AttributeError, match="no attribute 'Retryer'"):
-        _ = retrymw.Retryer  # type: ignore[attr-defined]
+        _ = retrymw.Retryer

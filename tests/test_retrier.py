@@ -631,3 +631,46 @@ async def test_successful_calls_fund_the_budget(clock: FakeClock) -> None:
         await retrier.call(Flaky())
     assert budget.statistics().deposits == 10
     assert budget.available() >= before
+
+
+class Switchable(RecordingInstrument):
+    """Records events only while `on` is set; says so through listening()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on = False
+
+    def listening(self) -> bool:
+        return self.on
+
+
+async def test_idle_instruments_are_skipped_until_they_listen(clock: FakeClock) -> None:
+    """An instrument that is not listening gets no events; once it listens, it gets them all."""
+    idle, always = Switchable(), RecordingInstrument()
+    retrier = Retrier(RetryPolicy(), clock=clock, instruments=(idle, always), budget=None)
+    await retrier.call(Flaky(ConnectionError()))
+    assert idle.events == []
+    assert len(always.of_type(CallFinished)) == 1
+    idle.on = True
+    await retrier.call(Flaky(ConnectionError()))
+    assert [type(e) for e in idle.events] == [type(e) for e in always.events[-7:]]
+    assert len(idle.of_type(RetryScheduled)) == 1
+
+
+async def test_resumed_plain_call_keeps_skipping_an_idle_instrument(clock: FakeClock) -> None:
+    """A call that took the plain path stays without the idle instrument after a failure."""
+    idle = Switchable()
+    retrier = Retrier(RetryPolicy(), clock=clock, instruments=(idle,), budget=None)
+    calls = 0
+
+    async def flips() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            idle.on = True  # starts listening while the first attempt runs
+            raise ConnectionError("reset")
+        return "ok"
+
+    assert await retrier.call(flips) == "ok"
+    assert idle.events == []
+    assert clock.sleeps == [1.0]

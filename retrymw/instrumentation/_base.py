@@ -60,6 +60,15 @@ class Instrument:
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """A circuit breaker changed state."""
 
+    def listening(self) -> bool:
+        """Whether the per-call hooks would record anything now (checked once per call).
+
+        Override it in an instrument that can be idle, such as the OpenTelemetry one with no
+        SDK configured: while it answers False, calls skip its hooks, and keep the fast path
+        when no other instrument needs them.
+        """
+        return True
+
 
 HOOKS = (
     "call_started",
@@ -77,7 +86,7 @@ class _Guard:
 
     __slots__ = ("enabled", "instrument")
 
-    def __init__(self, instrument: object) -> None:
+    def __init__(self, instrument: Any) -> None:
         self.instrument = instrument
         self.enabled = True
 
@@ -135,11 +144,13 @@ def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
 class Dispatch:
     """Per-hook tables built once, so that hooks nobody implements cost nothing per call."""
 
-    __slots__ = (*HOOKS, "instruments")
+    __slots__ = (*HOOKS, "guards", "idle_checks", "instruments")
 
-    def __init__(self, instruments: Iterable[object]) -> None:
+    def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
         self.instruments = tuple(instruments)
-        guards = [_Guard(instrument) for instrument in self.instruments]
+        if guards is None:
+            guards = [_Guard(instrument) for instrument in self.instruments]
+        self.guards = guards
         self.call_started = _table(guards, "call_started")
         self.attempt_started = _table(guards, "attempt_started")
         self.attempt_finished = _table(guards, "attempt_finished")
@@ -147,6 +158,30 @@ class Dispatch:
         self.retry_denied = _table(guards, "retry_denied")
         self.call_finished = _table(guards, "call_finished")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
+        self.idle_checks = tuple(
+            guard.instrument.listening
+            for guard in guards
+            if getattr(type(guard.instrument), "listening", None)
+            not in (None, Instrument.listening)
+        )
+
+    def quiet(self) -> Dispatch | None:
+        """The same dispatch without the instruments that can be idle; None if there are none."""
+        if not self.idle_checks:
+            return None
+        idle = {id(check.__self__) for check in self.idle_checks}
+        guards = [guard for guard in self.guards if id(guard.instrument) not in idle]
+        return Dispatch([guard.instrument for guard in guards], guards=guards)
+
+    def listening(self) -> bool:
+        """Whether any instrument that can be idle is listening now (never raises)."""
+        for check in self.idle_checks:
+            try:
+                if check():
+                    return True
+            except Exception:  # noqa: PERF203 - one misbehaving instrument must not stop the rest
+                logger.exception("retrymw: instrument %r raised in listening()", check)
+        return False
 
     @property
     def active(self) -> bool:

@@ -1,0 +1,441 @@
+"""HTTP semantics without importing httpx: methods, statuses, ``Retry-After``, URLs, policies.
+
+Everything here is pure and synchronous so that `retrymw.httpx` stays a thin wrapper and the
+rules are tested without a client, a server or an event loop.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ._clock import Clock
+from ._errors import ConfigError
+from ._events import Outcome, RetryReason
+from ._matchers import Matcher, compile_matcher, on_status
+from ._policy import RetryPolicy
+
+__all__ = [
+    "DRAIN_LIMIT",
+    "HTTP_RETRY_ON",
+    "IDEMPOTENCY_KEY_HEADER",
+    "IDEMPOTENT_METHODS",
+    "REPLAY_LIMIT",
+    "RETRYABLE_STATUSES",
+    "RETRY_AFTER_STATUSES",
+    "HttpExchange",
+    "PolicyResolver",
+    "attempt_limit",
+    "content_length",
+    "cut_timeouts",
+    "format_target",
+    "http_policy",
+    "is_idempotent",
+    "limit_sync_attempt",
+    "parse_retry_after",
+    "redact_url",
+]
+
+logger = logging.getLogger("retrymw")
+
+T = TypeVar("T")
+
+_WHITESPACE = " \t\r\n"  # HTTP's optional whitespace, plus line ends left by lax servers
+
+#: Methods RFC 9110 §9.2.2 defines as idempotent; POST and PATCH are not among them.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
+#: A request carrying this header may be retried whatever its method.
+IDEMPOTENCY_KEY_HEADER = "idempotency-key"
+#: Statuses the default HTTP policy retries.
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+#: Statuses whose ``Retry-After`` header is honoured (urllib3 also lists 413; we do not retry it).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+#: A superseded response with a known ``Content-Length`` up to this size is read before it is
+#: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
+DRAIN_LIMIT = 64 * 1024
+#: A streaming request body is buffered up to this size to make it replayable; a larger one is
+#: sent once and never retried (reason ``body_not_replayable``).
+REPLAY_LIMIT = 16 * 1024 * 1024
+
+
+def _http_retry_on() -> Matcher:
+    # Statuses first, as one set lookup: most outcomes a transport sees are responses.
+    matcher = compile_matcher([on_status(*sorted(RETRYABLE_STATUSES)), "timeout", "network"])
+    if matcher is None:  # pragma: no cover - a non-empty list always compiles to a matcher
+        raise AssertionError("HTTP_RETRY_ON")
+    return matcher
+
+
+#: The default ``retry_on`` for HTTP. ``"network"`` covers httpx's ``ConnectError`` and every
+#: other ``NetworkError`` plus ``RemoteProtocolError``; ``"timeout"`` covers ``ConnectTimeout``
+#: and every other httpx timeout, and the per-attempt timeout.
+HTTP_RETRY_ON = _http_retry_on()
+
+
+def is_idempotent(method: str) -> bool:
+    """Return whether ``method`` is idempotent (case-insensitive)."""
+    return method.upper() in IDEMPOTENT_METHODS
+
+
+def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
+    """Return ``policy`` ready for HTTP: without ``retry_on`` it gets `HTTP_RETRY_ON`.
+
+    For a coroutine an empty ``retry_on`` means "any exception"; for a transport that would
+    retry ``UnsupportedProtocol`` and never a 503, so HTTP fills in its own default instead.
+    Pass ``retry_on=on_exception(Exception)`` to really retry every exception.
+    """
+    if policy is None:
+        return RetryPolicy(retry_on=HTTP_RETRY_ON)
+    if policy.on_failure == "continue":
+        raise ConfigError(
+            "on_failure",
+            policy.on_failure,
+            "a transport must return a response or raise; use raise or fallback",
+            '"raise"',
+        )
+    if policy.retry_on is None:
+        return policy.replace(retry_on=HTTP_RETRY_ON)
+    return policy
+
+
+class PolicyResolver:
+    """Turns ``request.extensions["retrymw"]`` into a `RetryPolicy`, caching what it builds.
+
+    Args:
+        default: the transport's policy (already passed through `http_policy`).
+        policies: named policies a request may select by name.
+
+    The cache keeps the hot path free of validation: a dict of fields such as
+    ``{"attempts": 1}`` is applied with `RetryPolicy.replace` once, then looked up.
+    """
+
+    __slots__ = ("_cache", "default", "policies")
+
+    #: At most this many distinct overrides are cached; more are rebuilt on every request.
+    MAX_CACHED = 256
+
+    def __init__(
+        self, default: RetryPolicy, policies: Mapping[str, RetryPolicy] | None = None
+    ) -> None:
+        self.default = default
+        resolved: dict[str, RetryPolicy] = {}
+        for name, policy in (policies or {}).items():
+            if not isinstance(policy, RetryPolicy):
+                raise ConfigError(
+                    f"policies.{name}", policy, "must be a RetryPolicy", "RetryPolicy(attempts=5)"
+                )
+            resolved[name] = http_policy(policy)
+        self.policies = resolved
+        self._cache: dict[Any, tuple[object, RetryPolicy]] = {}
+
+    def resolve(self, override: object) -> RetryPolicy:
+        """Return the policy for one request's ``extensions["retrymw"]`` value (or ``None``).
+
+        Raises:
+            ConfigError: an unknown policy name, a bad field, or a value of another type.
+        """
+        if override is None:
+            return self.default
+        if isinstance(override, str):
+            try:
+                return self.policies[override]
+            except KeyError:
+                known = ", ".join(sorted(self.policies)) or "none configured"
+                raise ConfigError(
+                    'extensions["retrymw"]', override, f"unknown policy (known: {known})", '"fast"'
+                ) from None
+        if isinstance(override, RetryPolicy):
+            if override.retry_on is not None and override.on_failure != "continue":
+                return override
+            key: Any = ("policy", id(override))
+        elif isinstance(override, dict):
+            try:
+                # The type is part of the key: {"attempts": True} must not hit {"attempts": 1}.
+                key = ("fields", frozenset((k, type(v), v) for k, v in override.items()))
+            except TypeError:  # an unhashable value, e.g. a retry_on list: build every time
+                return self._build(override)
+        else:
+            raise ConfigError(
+                'extensions["retrymw"]',
+                override,
+                "must be a policy name, a RetryPolicy or a dict of policy fields",
+                '{"attempts": 1}',
+            )
+        cached = self._cache.get(key)
+        # The original object is kept with its result so that an id() is never reused.
+        if cached is not None and (key[0] == "fields" or cached[0] is override):
+            return cached[1]
+        policy = self._build(override)
+        if len(self._cache) < self.MAX_CACHED:
+            self._cache[key] = (override, policy)
+        return policy
+
+    def _build(self, override: RetryPolicy | dict[str, Any]) -> RetryPolicy:
+        if isinstance(override, RetryPolicy):
+            return http_policy(override)
+        try:
+            return http_policy(self.default.replace(**override))
+        except ConfigError as error:
+            raise error.at('extensions["retrymw"]') from None
+
+
+def attempt_limit(policy: RetryPolicy, elapsed: float) -> float | None:
+    """The time one attempt may take: the policy's ``timeout``, cut by what the deadline leaves."""
+    if policy.deadline is None:
+        return policy.timeout
+    left = max(policy.deadline - elapsed, 0.0)
+    return left if policy.timeout is None else min(policy.timeout, left)
+
+
+_TIMEOUT_KEYS = ("connect", "read", "write", "pool")
+# httpx treats a zero timeout as "fail at once" on some operations; keep a sliver instead.
+_MIN_TIMEOUT = 0.001
+
+
+def cut_timeouts(current: object, limit: float) -> dict[str, float]:
+    """Return httpx's ``timeout`` request extension with every phase capped at ``limit``.
+
+    ``current`` is the existing extension (a dict of ``connect``, ``read``, ``write`` and
+    ``pool`` seconds, ``None`` meaning no limit), or anything else for "none set".
+    """
+    limit = max(limit, _MIN_TIMEOUT)
+    phases: Mapping[str, Any] = current if isinstance(current, Mapping) else {}
+    cut: dict[str, float] = {}
+    for key in _TIMEOUT_KEYS:
+        value = phases.get(key)
+        cut[key] = limit if not isinstance(value, (int, float)) else min(float(value), limit)
+    return cut
+
+
+def content_length(value: str | None) -> int | None:
+    """Return a ``Content-Length`` header's value, or ``None`` when absent or not plain digits."""
+    if value is None:
+        return None
+    value = value.strip(_WHITESPACE)
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 20 else None
+
+
+def limit_sync_attempt(
+    send: Callable[[], T], request: Any, policy: RetryPolicy, clock: Clock
+) -> Callable[[], T]:
+    """Enforce a sync attempt's time limit through httpx's ``timeout`` request extension.
+
+    A blocking attempt cannot be cancelled, so each of its phases (connect, read, write, pool)
+    is capped at what the policy's ``timeout`` and ``deadline`` leave. The caller restores
+    ``request.extensions`` when the call ends.
+    """
+    if policy.timeout is None and policy.deadline is None:
+        return send
+    original = request.extensions
+    started = clock.now()
+
+    def attempt() -> T:
+        limit = attempt_limit(policy, clock.now() - started)
+        if limit is not None:  # pragma: no branch - the policy has a timeout or a deadline
+            timeout = cut_timeouts(original.get("timeout"), limit)
+            request.extensions = {**original, "timeout": timeout}
+        return send()
+
+    return attempt
+
+
+def format_target(host: str, port: int | None) -> str:
+    """The telemetry target and breaker key for a host: ``host``, or ``host:port`` if not default.
+
+    ``port`` is ``None`` when the URL uses its scheme's default port (as httpx reports it).
+    """
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return host if port is None else f"{host}:{port}"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` fit for the ``url.full`` attribute: no userinfo, query or fragment.
+
+    Credentials and query strings (tokens, signatures, ids) never reach telemetry. The function
+    works on the text alone and never raises.
+
+    >>> redact_url("https://user:secret@example.com:8443/a/b?token=x#top")
+    'https://example.com:8443/a/b'
+    """
+    url = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
+class HttpExchange:
+    """The engine's view of one HTTP request (its `AttemptAdapter`).
+
+    It vetoes retries that would resend a non-idempotent request or a body that cannot be
+    replayed, reads ``Retry-After`` on 429 and 503, stamps ``response.extensions`` with the
+    attempt number, and disposes of superseded responses. It works on httpx's request and
+    response objects by duck typing, so this module never imports httpx.
+
+    Args:
+        clock: the clock whose ``wall()`` dates are compared with.
+        request: the ``httpx.Request``.
+        replayable: whether the body can be sent again.
+        never_sent: error types proving that no byte reached the server (connect errors): they
+            are retried for every method.
+        attempts_key: the ``response.extensions`` key for the attempt number.
+    """
+
+    __slots__ = ("_attempts_key", "_clock", "_never_sent", "_veto_sent", "_veto_unsent")
+
+    def __init__(
+        self,
+        clock: Clock,
+        request: Any,
+        *,
+        replayable: bool,
+        never_sent: tuple[type[Exception], ...],
+        attempts_key: str,
+    ) -> None:
+        self._clock = clock
+        self._never_sent = never_sent
+        self._attempts_key = attempts_key
+        idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
+        self._veto_unsent: RetryReason | None = None if replayable else "body_not_replayable"
+        self._veto_sent: RetryReason | None = self._veto_unsent if idempotent else "not_idempotent"
+
+    def outcome(
+        self, attempt: int, elapsed: float, result: Any, error: Exception | None
+    ) -> Outcome:
+        """Describe one attempt: status, ``Retry-After`` hint and the veto that applies."""
+        if error is not None:
+            veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
+            return Outcome(attempt, elapsed, error, None, None, None, veto)
+        result.extensions[self._attempts_key] = attempt
+        status: int = result.status_code
+        hint = None
+        if status in RETRY_AFTER_STATUSES:
+            value = result.headers.get("retry-after")
+            if value is not None:
+                hint = parse_retry_after(value, self._clock.wall())
+        return Outcome(attempt, elapsed, None, result, status, hint, self._veto_sent)
+
+    async def discard(self, result: Any) -> None:
+        """Read a small superseded body so its connection is reused, then close the response."""
+        try:
+            if _drainable(result):
+                await result.aread()
+        except Exception:  # a superseded response: failing to drain only costs its connection
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            await result.aclose()
+
+    def discard_sync(self, result: Any) -> None:
+        """Sync twin of `discard`."""
+        try:
+            if _drainable(result):
+                result.read()
+        except Exception:
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            result.close()
+
+
+def _drainable(response: Any) -> bool:
+    # Closing an unread body makes httpcore drop the connection; reading a small one keeps it.
+    # An unknown length (chunked) could be endless, so it is closed unread.
+    length = content_length(response.headers.get("content-length"))
+    return not response.is_stream_consumed and length is not None and length <= DRAIN_LIMIT
+
+
+# -- Retry-After (RFC 9110 §10.2.3, HTTP-date §5.6.7) -----------------------------------------
+
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+_DAY = r"(?:mon|tue|wed|thu|fri|sat|sun)"
+_LONG_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH = r"(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_TIME = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
+# A missing zone is read as UTC ("naive means UTC"); a numeric offset is applied.
+_ZONE = r"(?:\s+(?P<zone>gmt|utc|ut|z|[+-][0-9]{4}))?"
+_FLAGS = re.IGNORECASE | re.ASCII
+_IMF_FIXDATE = re.compile(
+    rf"{_DAY},\s*(?P<day>[0-9]{{1,2}})\s+{_MONTH}\s+(?P<year>[0-9]{{4}})\s+{_TIME}{_ZONE}", _FLAGS
+)
+_RFC850 = re.compile(
+    rf"{_LONG_DAY},\s*(?P<day>[0-9]{{1,2}})-{_MONTH}-(?P<year>[0-9]{{2}})\s+{_TIME}{_ZONE}", _FLAGS
+)
+_ASCTIME = re.compile(
+    rf"{_DAY}\s+{_MONTH}\s+(?P<day>[0-9]{{1,2}})\s+{_TIME}\s+(?P<year>[0-9]{{4}}){_ZONE}", _FLAGS
+)
+
+
+def parse_retry_after(value: str, now_wall: float) -> float | None:
+    """Return the delay a ``Retry-After`` header asks for, in seconds, or ``None``.
+
+    Accepts delta-seconds (ASCII digits only, surrounding whitespace trimmed) and the three
+    HTTP-date forms: IMF-fixdate (``Sun, 06 Nov 1994 08:49:37 GMT``), RFC 850
+    (``Sunday, 06-Nov-94 08:49:37 GMT``) and asctime (``Sun Nov  6 08:49:37 1994``). A date
+    without a zone is UTC; a two-digit year more than 50 years ahead of ``now_wall`` belongs to
+    the previous century (RFC 9110 §5.6.7).
+
+    Args:
+        value: the header value.
+        now_wall: the current Unix time (the clock's ``wall()``), against which dates are read.
+
+    Returns:
+        The delay in seconds; ``None`` means "use the backoff": for ``0``, a date that is now
+        or past, and for anything unparseable (``-1``, ``1.5``, non-ASCII digits, empty), which
+        is logged at DEBUG. Never raises.
+    """
+    if not isinstance(value, str):
+        return None
+    text = value.strip(_WHITESPACE)
+    if text and text.isascii() and text.isdigit():
+        seconds = float(text)  # float() has no digit-count limit and turns huge values into inf
+        return seconds if seconds > 0.0 else None
+    try:
+        moment = _parse_http_date(text, now_wall)
+    except (ValueError, OverflowError, OSError):
+        moment = None
+    if moment is None:
+        logger.debug("retrymw: ignoring unparseable Retry-After header %r", value[:100])
+        return None
+    delay = moment - now_wall
+    return delay if delay > 0.0 else None
+
+
+def _parse_http_date(text: str, now_wall: float) -> float | None:
+    for pattern in (_IMF_FIXDATE, _RFC850, _ASCTIME):
+        match = pattern.fullmatch(text)
+        if match is not None:
+            break
+    else:
+        return None
+    year = int(match["year"])
+    if pattern is _RFC850:
+        this_year = time.gmtime(now_wall).tm_year
+        year += this_year - this_year % 100
+        if year > this_year + 50:
+            year -= 100
+    month = _MONTHS[match["month"].lower()]
+    day, hour, minute, second = (int(match[key]) for key in ("day", "hour", "minute", "second"))
+    if not (
+        1 <= day <= calendar.monthrange(year, month)[1]
+        and hour <= 23
+        and minute <= 59
+        and second <= 60
+    ):
+        return None
+    # A leap second reads as the second before it.
+    stamp = calendar.timegm((year, month, day, hour, minute, min(second, 59), 0, 0, 0))
+    zone = (match["zone"] or "gmt").lower()
+    if zone[0] in "+-":
+        offset = int(zone[1:3]) * 3600 + int(zone[3:5]) * 60
+        stamp -= offset if zone[0] == "+" else -offset
+    return float(stamp)

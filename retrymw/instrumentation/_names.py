@@ -1,0 +1,349 @@
+"""Every metric, label, span, event and attribute name retrymw emits: the single source of truth.
+
+Dashboards, alert rules, tests and both instruments read these constants; nothing else spells a
+telemetry name. The contract is DESIGN.md §6.
+
+**One Prometheus name per metric, whichever path exports it.** `PrometheusInstrument` registers
+the ``prometheus`` names below with prometheus_client. `OpenTelemetryInstrument` creates the
+``otel`` instruments, and an OTel → Prometheus exporter (the Python
+``PrometheusMetricReader``, the collector's ``prometheus`` exporter, Prometheus's own OTLP
+receiver) derives the same names with the specification's translation rules, implemented here
+by `prometheus_name`:
+
+1. ``.`` (and any other character outside ``[a-zA-Z0-9_:]``) becomes ``_``;
+2. the unit is appended as a suffix: ``s`` → ``_seconds``; annotation units in braces
+   (``{call}``) are dropped, which is why every dimensionless instrument uses one;
+3. monotonic counters get ``_total``.
+
+So ``retrymw.calls`` (counter, ``{call}``) exports as ``retrymw_calls_total`` and
+``retrymw.call.duration`` (histogram, ``s``) as ``retrymw_call_duration_seconds``. Attribute keys
+translate the same way (``retrymw.policy`` → ``retrymw_policy``, ``error.type`` →
+``error_type``), which is why the Prometheus label names are the attribute keys with dots
+replaced. The unit ``"1"`` is avoided on purpose: translators disagree on it (``_ratio``).
+
+.. versionadded:: 0.1
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from .._events import AttemptOutcome, CallOutcome, CircuitState, RetryReason
+
+#: Instrumentation scope (tracer and meter name).
+SCOPE = "retrymw"
+#: Schema of the semantic conventions the HTTP attempt spans follow.
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+
+# -- bounded label values (the Literal types of `retrymw._events` are the source) -----------------
+
+OUTCOMES: tuple[CallOutcome, ...] = get_args(CallOutcome)
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)
+REASONS: tuple[RetryReason, ...] = get_args(RetryReason)
+CIRCUIT_STATES: tuple[CircuitState, ...] = get_args(CircuitState)
+
+#: Distinct ``retrymw_target`` (and ``retrymw_circuit``) values kept per registry or instrument;
+#: later ones are reported as `OVERFLOW`.
+MAX_TARGETS = 100
+#: The label value that stands for every target past `MAX_TARGETS`.
+OVERFLOW = "_other"
+#: Distinct ``error_type`` values kept; later ones become `ERROR_TYPE_OVERFLOW` (semconv's own).
+MAX_ERROR_TYPES = 50
+ERROR_TYPE_OVERFLOW = "_OTHER"
+
+# -- Prometheus label names -----------------------------------------------------------------------
+
+LABEL_POLICY = "retrymw_policy"
+LABEL_TARGET = "retrymw_target"
+LABEL_OUTCOME = "retrymw_outcome"
+LABEL_ATTEMPT_OUTCOME = "retrymw_attempt_outcome"
+LABEL_REASON = "retrymw_reason"
+LABEL_ERROR_TYPE = "error_type"
+LABEL_CIRCUIT = "retrymw_circuit"
+LABEL_CIRCUIT_STATE = "retrymw_circuit_state"
+LABEL_CIRCUIT_PREVIOUS_STATE = "retrymw_circuit_previous_state"
+
+# -- OpenTelemetry attribute keys (spans and metric attributes) -----------------------------------
+
+ATTR_POLICY = "retrymw.policy"
+ATTR_TARGET = "retrymw.target"
+ATTR_OUTCOME = "retrymw.outcome"
+ATTR_ATTEMPT_OUTCOME = "retrymw.attempt.outcome"
+ATTR_REASON = "retrymw.reason"
+ATTR_ERROR_TYPE = "error.type"  # semconv
+ATTR_CIRCUIT = "retrymw.circuit"
+ATTR_CIRCUIT_STATE = "retrymw.circuit.state"
+ATTR_CIRCUIT_PREVIOUS_STATE = "retrymw.circuit.previous_state"
+#: Spans only: the policy's ``attempts`` (call span).
+ATTR_MAX_ATTEMPTS = "retrymw.max_attempts"
+#: Spans only: attempts the call made (call span, at the end).
+ATTR_ATTEMPT_COUNT = "retrymw.attempt.count"
+#: Spans only: the attempt's number, 1 for the first (as in events and logs); on a backoff span,
+#: the attempt the sleep leads to.
+ATTR_ATTEMPT = "retrymw.attempt"
+#: Spans only: the planned sleep in seconds (backoff span).
+ATTR_BACKOFF_DELAY = "retrymw.backoff.delay"
+#: Spans only: the server's ``Retry-After`` hint in seconds, when there was one (backoff span).
+ATTR_RETRY_AFTER = "retrymw.retry_after"
+
+# HTTP semantic conventions (stable) on the CLIENT attempt spans.
+ATTR_HTTP_METHOD = "http.request.method"
+ATTR_HTTP_METHOD_ORIGINAL = "http.request.method_original"
+ATTR_SERVER_ADDRESS = "server.address"
+ATTR_SERVER_PORT = "server.port"
+ATTR_URL_FULL = "url.full"
+ATTR_HTTP_STATUS_CODE = "http.response.status_code"
+ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
+
+#: Prometheus label name → the OTel attribute key that translates to it.
+ATTRIBUTE_OF_LABEL: dict[str, str] = {
+    LABEL_POLICY: ATTR_POLICY,
+    LABEL_TARGET: ATTR_TARGET,
+    LABEL_OUTCOME: ATTR_OUTCOME,
+    LABEL_ATTEMPT_OUTCOME: ATTR_ATTEMPT_OUTCOME,
+    LABEL_REASON: ATTR_REASON,
+    LABEL_ERROR_TYPE: ATTR_ERROR_TYPE,
+    LABEL_CIRCUIT: ATTR_CIRCUIT,
+    LABEL_CIRCUIT_STATE: ATTR_CIRCUIT_STATE,
+    LABEL_CIRCUIT_PREVIOUS_STATE: ATTR_CIRCUIT_PREVIOUS_STATE,
+}
+
+# -- spans and span events ------------------------------------------------------------------------
+
+#: The logical call: INTERNAL, ``SPAN_CALL.format(operation="GET")`` → ``retrymw GET``.
+SPAN_CALL = "retrymw {operation}"
+#: A coroutine attempt: INTERNAL, ``retrymw.attempt {operation}``. HTTP attempts are CLIENT spans
+#: named by the HTTP semantic conventions: the method (``GET``), or ``HTTP`` for unknown methods.
+SPAN_ATTEMPT = "retrymw.attempt {operation}"
+SPAN_HTTP_OTHER = "HTTP"
+#: Each backoff sleep: INTERNAL.
+SPAN_BACKOFF = "retrymw.backoff"
+#: On the call span: a retryable failure got no retry (``retrymw.reason``, ``retrymw.attempt``).
+EVENT_RETRY_DENIED = "retrymw.retry.denied"
+#: On the current call span, if any: a breaker transition (circuit, previous state, state).
+EVENT_CIRCUIT_STATE_CHANGE = "retrymw.circuit.state_change"
+
+# -- metrics --------------------------------------------------------------------------------------
+
+#: Whole calls, backoff included: HTTP buckets extended to two minutes.
+CALL_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+#: Attempts per call (DESIGN §6; cf. Failsafe and gRPC A96).
+CALL_ATTEMPTS_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
+#: One attempt: the semconv ``http.client.request.duration`` advice (= prometheus_client's
+#: default buckets).
+ATTEMPT_DURATION_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1,
+    2.5,
+    5,
+    7.5,
+    10,
+)
+#: One backoff sleep, from jittered milliseconds to the usual 30-60 s caps.
+BACKOFF_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+Kind = Literal["counter", "histogram", "gauge"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric of the contract, as both instruments create it.
+
+    Attributes:
+        prometheus: the exposed name (counters include ``_total``).
+        otel: the OTel instrument name.
+        kind: ``counter``, ``histogram`` or ``gauge``.
+        unit: the OTel unit (``s`` or an annotation such as ``{call}``).
+        labels: Prometheus label names, in order; `ATTRIBUTE_OF_LABEL` gives the OTel keys.
+        description: the help text.
+        buckets: histogram bucket upper bounds (``+Inf`` implied).
+        multiprocess_mode: how prometheus_client multiprocess mode merges a gauge's values.
+    """
+
+    prometheus: str
+    otel: str
+    kind: Kind
+    unit: str
+    labels: tuple[str, ...]
+    description: str
+    buckets: tuple[float, ...] | None = None
+    multiprocess_mode: str | None = None
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """The OTel attribute keys matching `labels`."""
+        return tuple(ATTRIBUTE_OF_LABEL[label] for label in self.labels)
+
+
+_CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
+
+CALLS = MetricSpec(
+    "retrymw_calls_total",
+    "retrymw.calls",
+    "counter",
+    "{call}",
+    _CALL_LABELS,
+    "Logical calls by final outcome.",
+)
+CALL_DURATION = MetricSpec(
+    "retrymw_call_duration_seconds",
+    "retrymw.call.duration",
+    "histogram",
+    "s",
+    _CALL_LABELS,
+    "Duration of logical calls, every attempt and backoff included.",
+    CALL_DURATION_BUCKETS,
+)
+CALL_ATTEMPTS = MetricSpec(
+    "retrymw_call_attempts",
+    "retrymw.call.attempts",
+    "histogram",
+    "{attempt}",
+    _CALL_LABELS,
+    "Attempts made per logical call (0 when the circuit rejected it).",
+    CALL_ATTEMPTS_BUCKETS,
+)
+ATTEMPTS = MetricSpec(
+    "retrymw_attempts_total",
+    "retrymw.attempts",
+    "counter",
+    "{attempt}",
+    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
+    "Attempts by outcome (success, retried, failed) and error type (empty on success).",
+)
+ATTEMPT_DURATION = MetricSpec(
+    "retrymw_attempt_duration_seconds",
+    "retrymw.attempt.duration",
+    "histogram",
+    "s",
+    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME),
+    "Duration of single attempts.",
+    ATTEMPT_DURATION_BUCKETS,
+)
+BACKOFF_DURATION = MetricSpec(
+    "retrymw_backoff_duration_seconds",
+    "retrymw.backoff.duration",
+    "histogram",
+    "s",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Planned backoff delay before each retry.",
+    BACKOFF_DURATION_BUCKETS,
+)
+RETRIES_DENIED = MetricSpec(
+    "retrymw_retries_denied_total",
+    "retrymw.retries.denied",
+    "counter",
+    "{retry}",
+    (LABEL_POLICY, LABEL_TARGET, LABEL_REASON),
+    "Retryable failures that got no retry, by reason.",
+)
+# Multiprocess: each worker has its own budget, so the summed tokens mean nothing; the most
+# depleted live worker ("livemin") is what throttling alerts need.
+RETRY_BUDGET_AVAILABLE = MetricSpec(
+    "retrymw_retry_budget_available",
+    "retrymw.retry_budget.available",
+    "gauge",
+    "{token}",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Tokens in the cross-call retry budget (one retry costs one).",
+    multiprocess_mode="livemin",
+)
+# Multiprocess: "livemax" reads as "some live worker sees this state".
+CIRCUIT_STATE = MetricSpec(
+    "retrymw_circuit_state",
+    "retrymw.circuit.state",
+    "gauge",
+    "{state}",
+    (LABEL_CIRCUIT, LABEL_CIRCUIT_STATE),
+    "Circuit breaker state: 1 for the current state, 0 for the others.",
+    multiprocess_mode="livemax",
+)
+CIRCUIT_TRANSITIONS = MetricSpec(
+    "retrymw_circuit_transitions_total",
+    "retrymw.circuit.transitions",
+    "counter",
+    "{transition}",
+    (LABEL_CIRCUIT, LABEL_CIRCUIT_PREVIOUS_STATE, LABEL_CIRCUIT_STATE),
+    "Circuit breaker transitions.",
+)
+
+#: The ten metrics of DESIGN §6, in its order.
+METRICS: tuple[MetricSpec, ...] = (
+    CALLS,
+    CALL_DURATION,
+    CALL_ATTEMPTS,
+    ATTEMPTS,
+    ATTEMPT_DURATION,
+    BACKOFF_DURATION,
+    RETRIES_DENIED,
+    RETRY_BUDGET_AVAILABLE,
+    CIRCUIT_STATE,
+    CIRCUIT_TRANSITIONS,
+)
+
+_UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
+_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+def prometheus_name(otel_name: str, unit: str, kind: Kind) -> str:
+    """Translate an OTel instrument to its Prometheus name, as the OTel exporters do.
+
+    Args:
+        otel_name: the instrument name, e.g. ``retrymw.calls``.
+        unit: its unit; annotations in braces add no suffix.
+        kind: ``counter`` adds ``_total``.
+
+    Returns:
+        The exported metric name, e.g. ``retrymw_calls_total``.
+    """
+    name = _INVALID.sub("_", otel_name)
+    unit = re.sub(r"\{[^}]*\}", "", unit)
+    suffix = _UNIT_SUFFIXES.get(unit, _INVALID.sub("_", unit))
+    if suffix and not name.endswith("_" + suffix):
+        name = f"{name}_{suffix}"
+    if kind == "counter" and not name.endswith("_total"):
+        name += "_total"
+    return name
+
+
+class BoundedValues:
+    """A label's set of admitted values: the first ``limit`` pass, later ones become ``overflow``.
+
+    Thread-safe; admitted values are never evicted, so a series never changes meaning.
+
+    Args:
+        limit: how many distinct values keep their own series.
+        overflow: the value reported for every later one.
+    """
+
+    __slots__ = ("_lock", "_seen", "limit", "overflow")
+
+    def __init__(self, limit: int, overflow: str) -> None:
+        self.limit = limit
+        self.overflow = overflow
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        """Return ``value`` if it is (or can be) admitted, else the overflow value."""
+        if value in self._seen:
+            return value
+        with self._lock:
+            if value in self._seen or len(self._seen) < self.limit:
+                self._seen.add(value)
+                return value
+        return self.overflow
+
+    def __len__(self) -> int:
+        return len(self._seen)

@@ -1,0 +1,417 @@
+"""`OpenTelemetryInstrument`: DESIGN §6's span tree and the ten metrics, on opentelemetry-api only.
+
+Importing this module needs opentelemetry-api (the ``otel`` extra); the package namespace
+imports it only when `OpenTelemetryInstrument` is first asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextvars import ContextVar, Token
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import metrics, propagate, trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+except ImportError:
+    raise ImportError(
+        "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
+    ) from None
+
+from .._events import (
+    AttemptFinished,
+    AttemptStarted,
+    BreakerStateChanged,
+    CallFinished,
+    CallStarted,
+    RetryDenied,
+    RetryScheduled,
+)
+from .._http import redact_url
+from . import _names as names
+from ._base import Instrument
+
+__all__ = ["OpenTelemetryInstrument"]
+
+try:
+    # The key opentelemetry-instrumentation's `suppress_http_instrumentation()` sets and its
+    # httpx (requests, urllib3, aiohttp...) instrumentations check: setting it in the attempt's
+    # context stops them from emitting a second CLIENT span under ours. It lives in the API
+    # package, so no dependency on opentelemetry-instrumentation is needed.
+    from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY
+
+    _SUPPRESS_HTTP: str | None = _SUPPRESS_HTTP_INSTRUMENTATION_KEY
+except ImportError:  # pragma: no cover - every opentelemetry-api since 1.22 has it
+    _SUPPRESS_HTTP = None
+
+try:  # The global proxy before a real provider is set: nobody listens yet.
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    _IDLE_METER_PROVIDERS: tuple[type, ...] = (metrics.NoOpMeterProvider, _ProxyMeterProvider)
+except ImportError:  # pragma: no cover - private path moved: record, the proxy is still cheap
+    _IDLE_METER_PROVIDERS = (metrics.NoOpMeterProvider,)
+_IDLE_TRACER_PROVIDERS = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
+
+try:
+    _VERSION = version("retrymw")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    _VERSION = "0+unknown"
+
+#: HTTP semconv's known methods; any other is reported as ``_OTHER``.
+_KNOWN_METHODS = frozenset(
+    {"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"}
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# While nobody listens, the providers are looked at again at most this often (seconds): asking
+# the API costs an environment lookup per call, a clock read costs a tenth of that.
+_IDLE_RECHECK = 1.0
+_ERROR = Status(StatusCode.ERROR)
+
+
+def _http_request(request: object) -> Any:
+    """``request`` if it is an ``httpx.Request`` (httpx is never imported here)."""
+    if request is None:
+        return None
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(request, httpx.Request):
+        return request
+    return None
+
+
+class _Scope:
+    """Ends a span when the engine leaves its block (call, attempt, sleep).
+
+    With a ``context`` the span is also made current for the block, and with a ``var`` the scope
+    is this instrument's current call or attempt while the block runs.
+    """
+
+    __slots__ = ("_context", "_token", "_var", "_var_token", "http", "span")
+
+    def __init__(
+        self,
+        span: Span,
+        context: Context | None = None,
+        var: ContextVar[_Scope | None] | None = None,
+        http: bool = False,
+    ) -> None:
+        self.span = span
+        self.http = http
+        self._context = context
+        self._var = var
+
+    def __enter__(self) -> None:
+        if self._context is not None:
+            self._token = otel_context.attach(self._context)
+        if self._var is not None:
+            self._var_token: Token[_Scope | None] = self._var.set(self)
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        _end(self.span, exc)
+        if self._var is not None:
+            self._var.reset(self._var_token)
+        if self._context is not None:
+            otel_context.detach(self._token)
+
+
+def _end(span: Span, error: BaseException | None) -> None:
+    # Cancellation (any BaseException that is not an Exception) leaves the status unset, as the
+    # semantic conventions ask; an Exception reaching here escaped the engine itself.
+    if isinstance(error, Exception) and span.is_recording():
+        span.record_exception(error)
+        span.set_attribute(names.ATTR_ERROR_TYPE, type(error).__qualname__)
+        span.set_status(_ERROR)
+    span.end()
+
+
+class OpenTelemetryInstrument(Instrument):
+    """Spans and metrics for every call, attempt and backoff, through opentelemetry-api.
+
+    The span tree (DESIGN §6): an INTERNAL ``retrymw {operation}`` span per logical call; one
+    span per attempt under it, a CLIENT span per the HTTP semantic conventions for the httpx
+    transport (``GET``, with ``http.request.resend_count`` on resends and a redacted
+    ``url.full``) or an INTERNAL ``retrymw.attempt {operation}`` span for coroutines; an INTERNAL
+    ``retrymw.backoff`` span per sleep; ``retrymw.retry.denied`` and
+    ``retrymw.circuit.state_change`` events on the call span. The metrics are the ten of
+    `PrometheusInstrument`, named so that OTel's Prometheus translation yields the same names.
+
+    For HTTP, each attempt's W3C trace context is injected into the request headers, so the
+    server sees the attempt span as its parent. Its context also carries OpenTelemetry's
+    "suppress HTTP instrumentation" key, which opentelemetry-instrumentation-httpx honours: with
+    that instrumentation installed too there is still exactly one CLIENT span per attempt.
+
+    Nothing is done while nobody listens: with only the API installed (no SDK provider set) the
+    hooks return after a clock read, looking at the global providers again at most once a
+    second; span attributes are only built for recording spans.
+
+    Args:
+        tracer_provider: where spans go; the global provider (resolved late) when ``None``.
+        meter_provider: where metrics go; the global provider (resolved late) when ``None``.
+
+    Raises:
+        ImportError: opentelemetry-api is not installed (at import of this class).
+
+    .. versionadded:: 0.1
+    """
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._tracer = trace.get_tracer(
+            names.SCOPE, _VERSION, tracer_provider, schema_url=names.SCHEMA_URL
+        )
+        meter = metrics.get_meter(
+            names.SCOPE, _VERSION, meter_provider, schema_url=names.SCHEMA_URL
+        )
+        self._calls = meter.create_counter(*_args(names.CALLS))
+        self._call_duration = _histogram(meter, names.CALL_DURATION)
+        self._call_attempts = _histogram(meter, names.CALL_ATTEMPTS)
+        self._attempts = meter.create_counter(*_args(names.ATTEMPTS))
+        self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
+        self._backoff = _histogram(meter, names.BACKOFF_DURATION)
+        self._denied = meter.create_counter(*_args(names.RETRIES_DENIED))
+        self._budget = meter.create_gauge(*_args(names.RETRY_BUDGET_AVAILABLE))
+        self._circuit_state = meter.create_gauge(*_args(names.CIRCUIT_STATE))
+        self._transitions = meter.create_counter(*_args(names.CIRCUIT_TRANSITIONS))
+        self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
+        self._tracing = False
+        self._metering = False
+        self._tracing_idle_until = self._metering_idle_until = float("-inf")
+        # This instrument's current call and attempt scopes (not whatever span is current:
+        # another instrument may have made its own span current inside ours).
+        self._call: ContextVar[_Scope | None] = ContextVar("retrymw_otel_call", default=None)
+        self._attempt: ContextVar[_Scope | None] = ContextVar("retrymw_otel_attempt", default=None)
+
+    # -- is anybody listening? ---------------------------------------------------------------
+
+    def listening(self) -> bool:
+        """Whether a real (SDK) tracer or meter provider is configured; rechecked once a second.
+
+        While it is False the engine skips this instrument, so calls keep their fast path.
+        """
+        if self._tracing or self._metering:
+            return True
+        if time.monotonic() < min(self._tracing_idle_until, self._metering_idle_until):
+            return False
+        return self._traces() or self._meters()
+
+    def _traces(self) -> bool:
+        if self._tracing:
+            return True
+        now = time.monotonic()
+        if now < self._tracing_idle_until:
+            return False
+        provider = self._tracer_provider
+        if provider is None or isinstance(provider, trace.ProxyTracerProvider):
+            provider = trace.get_tracer_provider()
+        if isinstance(provider, _IDLE_TRACER_PROVIDERS):
+            self._tracing_idle_until = now + _IDLE_RECHECK
+            return False
+        self._tracing = True  # a real provider never turns back into the proxy
+        return True
+
+    def _meters(self) -> bool:
+        if self._metering:
+            return True
+        now = time.monotonic()
+        if now < self._metering_idle_until:
+            return False
+        provider = self._meter_provider
+        if provider is None:
+            provider = metrics.get_meter_provider()
+        if isinstance(provider, _IDLE_METER_PROVIDERS):
+            self._metering_idle_until = now + _IDLE_RECHECK
+            return False
+        self._metering = True
+        return True
+
+    def _labels(self, policy: str, target: str) -> dict[str, str]:
+        """The metric attributes every per-call metric starts from (target capped)."""
+        return {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def call_started(self, event: CallStarted, /) -> _Scope | None:
+        """Start the INTERNAL call span and make it current for the whole call."""
+        if not self._traces():
+            return None
+        span = self._tracer.start_span(
+            names.SPAN_CALL.format(operation=event.operation),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                names.ATTR_POLICY: event.policy,
+                names.ATTR_TARGET: event.target,
+                names.ATTR_MAX_ATTEMPTS: event.max_attempts,
+            },
+        )
+        return _Scope(span, trace.set_span_in_context(span), self._call)
+
+    def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
+        """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
+        if self._call.get() is None:  # no call span: nobody listened when the call started
+            return None
+        request = _http_request(event.request)
+        if request is None:
+            span = self._tracer.start_span(
+                names.SPAN_ATTEMPT.format(operation=event.operation),
+                kind=SpanKind.INTERNAL,
+                attributes={names.ATTR_ATTEMPT: event.attempt},
+            )
+            return _Scope(span, trace.set_span_in_context(span), self._attempt)
+        method = request.method
+        url = request.url
+        attributes: dict[str, Any] = {
+            names.ATTR_HTTP_METHOD: method if method in _KNOWN_METHODS else "_OTHER",
+            names.ATTR_SERVER_ADDRESS: url.host,
+            names.ATTR_SERVER_PORT: url.port or _DEFAULT_PORTS.get(url.scheme, 0),
+            names.ATTR_URL_FULL: redact_url(str(url)),
+            names.ATTR_ATTEMPT: event.attempt,
+        }
+        if method not in _KNOWN_METHODS:
+            attributes[names.ATTR_HTTP_METHOD_ORIGINAL] = method
+        if event.attempt > 1:
+            attributes[names.ATTR_HTTP_RESEND_COUNT] = event.attempt - 1
+        span = self._tracer.start_span(
+            method if method in _KNOWN_METHODS else names.SPAN_HTTP_OTHER,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+        )
+        context = trace.set_span_in_context(span)
+        if _SUPPRESS_HTTP is not None:
+            context = otel_context.set_value(_SUPPRESS_HTTP, True, context)
+        # Per attempt, overwriting the previous attempt's header: the server's parent is the
+        # attempt span, so each resend is its own child in the trace.
+        propagate.inject(request.headers, context=context)
+        return _Scope(span, context, self._attempt, http=True)
+
+    def attempt_finished(self, event: AttemptFinished, /) -> None:
+        """Record the attempt's metrics, and its outcome on the attempt span."""
+        if self._meters():
+            base = self._labels(event.policy, event.target)
+            self._attempt_duration.record(
+                event.duration, {**base, names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome}
+            )
+            if event.error_type is not None:
+                base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
+            base[names.ATTR_ATTEMPT_OUTCOME] = event.attempt_outcome
+            self._attempts.add(1, base)
+        scope = self._attempt.get()
+        if scope is None or not scope.span.is_recording():
+            return
+        span = scope.span
+        span.set_attribute(names.ATTR_ATTEMPT_OUTCOME, event.attempt_outcome)
+        error_type: str | None
+        if scope.http:
+            # HTTP semconv: the status decides (4xx and 5xx are errors for a client), not
+            # whether retrymw retries.
+            if event.status is not None:
+                span.set_attribute(names.ATTR_HTTP_STATUS_CODE, event.status)
+            if event.exception is not None:
+                error_type = event.error_type
+            elif event.status is not None and event.status >= 400:
+                error_type = str(event.status)
+            else:
+                error_type = None
+        else:
+            error_type = None if event.attempt_outcome == "success" else event.error_type
+        if isinstance(event.exception, Exception):
+            span.record_exception(event.exception)
+        if error_type is not None:
+            span.set_attribute(names.ATTR_ERROR_TYPE, error_type)
+            span.set_status(_ERROR)
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> _Scope | None:
+        """Record the backoff metrics and span the sleep with ``retrymw.backoff``."""
+        if self._meters():
+            attributes = self._labels(event.policy, event.target)
+            self._backoff.record(event.delay, attributes)
+            if event.budget_available is not None:
+                self._budget.set(event.budget_available, attributes)
+        if self._call.get() is None:
+            return None
+        span_attributes: dict[str, Any] = {
+            names.ATTR_BACKOFF_DELAY: event.delay,
+            names.ATTR_ATTEMPT: event.attempt + 1,
+            names.ATTR_ERROR_TYPE: event.error_type,
+        }
+        if event.retry_after is not None:
+            span_attributes[names.ATTR_RETRY_AFTER] = event.retry_after
+        span = self._tracer.start_span(
+            names.SPAN_BACKOFF, kind=SpanKind.INTERNAL, attributes=span_attributes
+        )
+        return _Scope(span)  # not made current: only the sleep runs inside
+
+    def retry_denied(self, event: RetryDenied, /) -> None:
+        """Count the denial and add ``retrymw.retry.denied`` to the call span."""
+        if self._meters():
+            attributes = self._labels(event.policy, event.target)
+            if event.budget_available is not None:
+                self._budget.set(event.budget_available, attributes)
+            attributes[names.ATTR_REASON] = event.reason
+            self._denied.add(1, attributes)
+        scope = self._call.get()
+        if scope is not None and scope.span.is_recording():
+            scope.span.add_event(
+                names.EVENT_RETRY_DENIED,
+                {names.ATTR_REASON: event.reason, names.ATTR_ATTEMPT: event.attempt},
+            )
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        """Record the call's metrics, and its outcome and status on the call span."""
+        if self._meters():
+            attributes = self._labels(event.policy, event.target)
+            if event.budget_available is not None:
+                self._budget.set(event.budget_available, attributes)
+            attributes[names.ATTR_OUTCOME] = event.outcome
+            self._calls.add(1, attributes)
+            self._call_duration.record(event.duration, attributes)
+            self._call_attempts.record(event.attempts, attributes)
+        scope = self._call.get()
+        if scope is None or not scope.span.is_recording():
+            return
+        span = scope.span
+        span.set_attribute(names.ATTR_OUTCOME, event.outcome)
+        span.set_attribute(names.ATTR_ATTEMPT_COUNT, event.attempts)
+        if event.outcome not in ("success", "cancelled"):
+            span.set_attribute(names.ATTR_ERROR_TYPE, event.error_type or names.ERROR_TYPE_OVERFLOW)
+            span.set_status(_ERROR)
+
+    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """Count the transition, move the state gauge, and note it on the current call span."""
+        change = {
+            names.ATTR_CIRCUIT: event.circuit,
+            names.ATTR_CIRCUIT_PREVIOUS_STATE: event.previous_state,
+            names.ATTR_CIRCUIT_STATE: event.state,
+        }
+        if self._meters():
+            circuit = self._circuit(event.circuit)
+            self._transitions.add(1, {**change, names.ATTR_CIRCUIT: circuit})
+            for state in names.CIRCUIT_STATES:
+                self._circuit_state.set(
+                    1 if state == event.state else 0,
+                    {names.ATTR_CIRCUIT: circuit, names.ATTR_CIRCUIT_STATE: state},
+                )
+        scope = self._call.get()
+        if scope is not None and scope.span.is_recording():
+            scope.span.add_event(names.EVENT_CIRCUIT_STATE_CHANGE, change)
+
+    def __repr__(self) -> str:
+        return (
+            f"<OpenTelemetryInstrument tracer_provider={self._tracer_provider!r} "
+            f"meter_provider={self._meter_provider!r}>"
+        )
+
+
+def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
+    return spec.otel, spec.unit, spec.description
+
+
+def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
+    return meter.create_histogram(
+        *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
+    )

@@ -1,0 +1,288 @@
+"""`PrometheusInstrument`: the ten metrics of DESIGN §6 through prometheus_client.
+
+Importing this module needs prometheus_client (the ``prometheus`` extra); the package namespace
+imports it only when `PrometheusInstrument` is first asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Final
+
+try:
+    import prometheus_client
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+except ImportError:
+    raise ImportError(
+        "PrometheusInstrument needs prometheus_client: pip install 'retrymw[prometheus]'"
+    ) from None
+
+from .._events import (
+    AttemptFinished,
+    BreakerStateChanged,
+    CallFinished,
+    RetryDenied,
+    RetryScheduled,
+)
+from . import _names as names
+from ._base import Instrument
+
+__all__ = ["PrometheusInstrument"]
+
+Exemplar = dict[str, str]
+
+
+def _no_exemplar() -> Exemplar | None:
+    return None
+
+
+def _exemplar_reader() -> Callable[[], Exemplar | None]:
+    """The trace-id exemplar of the current span, if opentelemetry-api is importable."""
+    try:
+        from opentelemetry.trace import get_current_span
+    except ImportError:
+        return _no_exemplar
+
+    def exemplar() -> Exemplar | None:
+        context = get_current_span().get_span_context()
+        if not context.trace_flags.sampled:  # also false for the invalid (no-span) context
+            return None
+        return {
+            "trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x"),
+        }
+
+    return exemplar
+
+
+_exemplar: Final = _exemplar_reader()
+
+
+class _Metrics:
+    """The collectors of one registry, their cached label children and the label caps."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = _create(registry, names.CALLS)
+        self.call_duration = _create(registry, names.CALL_DURATION)
+        self.call_attempts = _create(registry, names.CALL_ATTEMPTS)
+        self.attempts = _create(registry, names.ATTEMPTS)
+        self.attempt_duration = _create(registry, names.ATTEMPT_DURATION)
+        self.backoff = _create(registry, names.BACKOFF_DURATION)
+        self.denied = _create(registry, names.RETRIES_DENIED)
+        self.budget = _create(registry, names.RETRY_BUDGET_AVAILABLE)
+        self.circuit_state = _create(registry, names.CIRCUIT_STATE)
+        self.transitions = _create(registry, names.CIRCUIT_TRANSITIONS)
+        self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
+        # Children by raw label values. `labels()` takes a lock and converts every value (about
+        # 3 µs); a dict hit is ~50 ns. Only admitted (uncapped) values are ever keys, so the
+        # caches stay as bounded as the series.
+        self.call_children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        self.attempt_children: dict[tuple[str, str, str, str | None], tuple[Any, Any]] = {}
+        self.backoff_children: dict[tuple[str, str], Any] = {}
+        self.budget_children: dict[tuple[str, str], Any] = {}
+        self.denied_children: dict[tuple[str, str, str], Any] = {}
+        self.pairs: set[tuple[str, str]] = set()
+
+    def precreate(self, policy: str, target: str) -> None:
+        """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
+        metrics", so that ratios and ``rate() > 0`` alerts have a series from the start)."""
+        if (policy, target) in self.pairs:
+            return
+        self.pairs.add((policy, target))
+        for outcome in names.OUTCOMES:
+            self.calls.labels(policy, target, outcome)
+        for reason in names.REASONS:
+            self.denied.labels(policy, target, reason)
+        self.attempts.labels(policy, target, "success", "")
+
+    def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any, Any]:
+        target = self.target(raw_target)
+        self.precreate(policy, target)
+        children = (
+            self.calls.labels(policy, target, outcome),
+            self.call_duration.labels(policy, target, outcome),
+            self.call_attempts.labels(policy, target, outcome),
+        )
+        if target == raw_target:
+            self.call_children[policy, target, outcome] = children
+        return children
+
+    def attempt(
+        self, policy: str, raw_target: str, outcome: str, raw_error: str | None
+    ) -> tuple[Any, Any]:
+        target = self.target(raw_target)
+        error_type = "" if raw_error is None else self.error_type(raw_error)
+        self.precreate(policy, target)
+        children = (
+            self.attempts.labels(policy, target, outcome, error_type),
+            self.attempt_duration.labels(policy, target, outcome),
+        )
+        if target == raw_target and error_type == (raw_error or ""):
+            self.attempt_children[policy, target, outcome, raw_error] = children
+        return children
+
+    def backoff_of(self, policy: str, raw_target: str) -> Any:
+        target = self.target(raw_target)
+        self.precreate(policy, target)
+        child = self.backoff.labels(policy, target)
+        if target == raw_target:
+            self.backoff_children[policy, target] = child
+        return child
+
+    def budget_of(self, policy: str, raw_target: str) -> Any:
+        target = self.target(raw_target)
+        child = self.budget.labels(policy, target)
+        if target == raw_target:
+            self.budget_children[policy, target] = child
+        return child
+
+    def denied_of(self, policy: str, raw_target: str, reason: str) -> Any:
+        target = self.target(raw_target)
+        self.precreate(policy, target)
+        child = self.denied.labels(policy, target, reason)
+        if target == raw_target:
+            self.denied_children[policy, target, reason] = child
+        return child
+
+
+def _create(registry: CollectorRegistry, spec: names.MetricSpec) -> Any:
+    """Create and register one collector; reuse an identical one already in the registry."""
+    kwargs: dict[str, Any] = {"registry": None}
+    if spec.kind == "counter":
+        metric: Any = Counter(spec.prometheus, spec.description, spec.labels, **kwargs)
+    elif spec.kind == "histogram":
+        assert spec.buckets is not None
+        metric = Histogram(
+            spec.prometheus, spec.description, spec.labels, buckets=spec.buckets, **kwargs
+        )
+    else:
+        metric = Gauge(
+            spec.prometheus,
+            spec.description,
+            spec.labels,
+            multiprocess_mode=spec.multiprocess_mode or "all",  # type: ignore[arg-type]
+            **kwargs,
+        )
+    try:
+        registry.register(metric)
+    except ValueError:
+        # The names are taken, e.g. by a retrymw module reloaded in the same process: share that
+        # collector if it is the same metric, otherwise the conflict is the user's to see.
+        existing = getattr(registry, "_names_to_collectors", {}).get(spec.prometheus)
+        if (
+            type(existing) is not type(metric)
+            or getattr(existing, "_labelnames", None) != spec.labels
+        ):
+            raise
+        return existing
+    return metric
+
+
+_lock = threading.Lock()
+_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
+
+
+def _metrics_for(registry: CollectorRegistry) -> _Metrics:
+    with _lock:
+        metrics = _by_registry.get(registry)
+        if metrics is None:
+            metrics = _by_registry[registry] = _Metrics(registry)
+        return metrics
+
+
+class PrometheusInstrument(Instrument):
+    """Feeds the retrymw metrics of a prometheus_client registry.
+
+    Instruments on the same registry share one set of collectors, label children and label
+    caps, so creating several (one per `Retrier`, say) never raises "Duplicated timeseries".
+    Counters and histograms carry a ``trace_id``/``span_id`` exemplar when a sampled
+    OpenTelemetry span is current (visible in the OpenMetrics exposition that Prometheus
+    scrapes by default). ``retrymw_target`` keeps its first 100 values per registry and reports
+    later ones as ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
+
+    Under prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), counters and
+    histograms are summed over workers, ``retrymw_retry_budget_available`` reports the lowest
+    live worker (``livemin``) and ``retrymw_circuit_state`` the highest (``livemax``: 1 when
+    any live worker is in that state); exemplars are dropped, as prometheus_client does there.
+
+    Args:
+        registry: the registry to register with; prometheus_client's default ``REGISTRY`` when
+            ``None``.
+
+    Raises:
+        ImportError: prometheus_client is not installed (at import of this class).
+
+    .. versionadded:: 0.1
+    """
+
+    __slots__ = ("_metrics", "registry")
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else prometheus_client.REGISTRY
+        self._metrics = _metrics_for(self.registry)
+
+    def attempt_finished(self, event: AttemptFinished, /) -> None:
+        """Count the attempt and observe its duration."""
+        metrics = self._metrics
+        key = (event.policy, event.target, event.attempt_outcome, event.error_type)
+        children = metrics.attempt_children.get(key)
+        if children is None:
+            children = metrics.attempt(*key)
+        exemplar = _exemplar()
+        children[0].inc(1, exemplar)
+        children[1].observe(event.duration, exemplar)
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> None:
+        """Observe the backoff delay and the budget's tokens."""
+        metrics = self._metrics
+        child = metrics.backoff_children.get((event.policy, event.target))
+        if child is None:
+            child = metrics.backoff_of(event.policy, event.target)
+        child.observe(event.delay, _exemplar())
+        if event.budget_available is not None:
+            self._budget(event.policy, event.target, event.budget_available)
+
+    def retry_denied(self, event: RetryDenied, /) -> None:
+        """Count the denied retry by reason."""
+        metrics = self._metrics
+        child = metrics.denied_children.get((event.policy, event.target, event.reason))
+        if child is None:
+            child = metrics.denied_of(event.policy, event.target, event.reason)
+        child.inc(1, _exemplar())
+        if event.budget_available is not None:
+            self._budget(event.policy, event.target, event.budget_available)
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        """Count the call and observe its duration and attempts."""
+        metrics = self._metrics
+        key = (event.policy, event.target, event.outcome)
+        children = metrics.call_children.get(key)
+        if children is None:
+            children = metrics.call(*key)
+        exemplar = _exemplar()
+        children[0].inc(1, exemplar)
+        children[1].observe(event.duration, exemplar)
+        children[2].observe(event.attempts, exemplar)
+        if event.budget_available is not None:
+            self._budget(event.policy, event.target, event.budget_available)
+
+    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """Count the transition and move the state-set gauge."""
+        metrics = self._metrics
+        circuit = metrics.circuit(event.circuit)
+        metrics.transitions.labels(circuit, event.previous_state, event.state).inc(1, _exemplar())
+        for state in names.CIRCUIT_STATES:
+            metrics.circuit_state.labels(circuit, state).set(1 if state == event.state else 0)
+
+    def _budget(self, policy: str, target: str, available: float) -> None:
+        child = self._metrics.budget_children.get((policy, target))
+        if child is None:
+            child = self._metrics.budget_of(policy, target)
+        child.set(available)
+
+    def __repr__(self) -> str:
+        return f"<PrometheusInstrument registry={self.registry!r}>"

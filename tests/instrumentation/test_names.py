@@ -1,0 +1,275 @@
+"""`_names` is the one source of truth: DESIGN §6's names, exactly what the instruments emit."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    Gauge,
+    Histogram,
+    InMemoryMetricReader,
+    Sum,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
+from retrymw.instrumentation import _names as names
+from retrymw.testing import FakeClock
+from tests.instrumentation import SCENARIOS, run_http_scenario, run_scenario
+
+pytestmark = pytest.mark.anyio
+
+#: DESIGN.md §6, copied by hand: a change to either side must be deliberate.
+DESIGN_METRICS = {
+    "retrymw_calls_total": ("counter", ("policy", "target", "outcome")),
+    "retrymw_call_duration_seconds": ("histogram", ("policy", "target", "outcome")),
+    "retrymw_call_attempts": ("histogram", ("policy", "target", "outcome")),
+    "retrymw_attempts_total": ("counter", ("policy", "target", "attempt_outcome", "error_type")),
+    "retrymw_attempt_duration_seconds": ("histogram", ("policy", "target", "attempt_outcome")),
+    "retrymw_backoff_duration_seconds": ("histogram", ("policy", "target")),
+    "retrymw_retries_denied_total": ("counter", ("policy", "target", "reason")),
+    "retrymw_retry_budget_available": ("gauge", ("policy", "target")),
+    "retrymw_circuit_state": ("gauge", ("circuit", "circuit_state")),
+    "retrymw_circuit_transitions_total": (
+        "counter",
+        ("circuit", "circuit_previous_state", "circuit_state"),
+    ),
+}
+DESIGN_OUTCOMES = (
+    "success failure exhausted budget_exhausted throttled circuit_open deadline_exceeded cancelled"
+)
+DESIGN_REASONS = (
+    "max_attempts budget_exhausted throttled deadline_exceeded circuit_open not_idempotent "
+    "body_not_replayable retry_after_exceeds_limit"
+)
+#: Scenarios that between them touch all ten metrics.
+ALL_TEN = ("success_after_2_retries", "exhausted", "circuit_open")
+
+
+def _label(short: str) -> str:
+    return short if short == "error_type" else f"retrymw_{short}"
+
+
+def test_metrics_are_design_section_6() -> None:
+    """The ten metrics have DESIGN's names, types and labels, in DESIGN's order."""
+    assert [spec.prometheus for spec in names.METRICS] == list(DESIGN_METRICS)
+    for spec in names.METRICS:
+        kind, labels = DESIGN_METRICS[spec.prometheus]
+        assert (spec.kind, spec.labels) == (kind, tuple(_label(label) for label in labels))
+
+
+def test_label_values_are_design_section_6() -> None:
+    """The bounded label values are DESIGN's lists."""
+    assert tuple(DESIGN_OUTCOMES.split()) == names.OUTCOMES
+    assert names.ATTEMPT_OUTCOMES == ("success", "retried", "failed")
+    assert tuple(DESIGN_REASONS.split()) == names.REASONS
+    assert names.CIRCUIT_STATES == ("closed", "open", "half_open")
+    assert names.CALL_ATTEMPTS_BUCKETS == (1, 2, 3, 4, 5, 6, 8, 10)
+
+
+def test_buckets_are_increasing_and_only_on_histograms() -> None:
+    """Every histogram has strictly increasing buckets; no other metric has any."""
+    for spec in names.METRICS:
+        if spec.kind == "histogram":
+            assert spec.buckets is not None
+            assert list(spec.buckets) == sorted(set(spec.buckets))
+        else:
+            assert spec.buckets is None
+    modes = {
+        spec.prometheus: spec.multiprocess_mode for spec in names.METRICS if spec.kind == "gauge"
+    }
+    assert modes == {
+        "retrymw_retry_budget_available": "livemin",
+        "retrymw_circuit_state": "livemax",
+    }
+
+
+def test_label_names_are_the_translated_attribute_keys() -> None:
+    """Each Prometheus label is its OTel attribute key with dots turned into underscores."""
+    label_constants = {v for k, v in vars(names).items() if k.startswith("LABEL_")}
+    assert set(names.ATTRIBUTE_OF_LABEL) == label_constants
+    for label, attribute in names.ATTRIBUTE_OF_LABEL.items():
+        assert attribute.replace(".", "_") == label
+
+
+@pytest.mark.parametrize("spec", [pytest.param(s, id=s.otel) for s in names.METRICS])
+def test_otel_names_translate_to_the_prometheus_names(spec: names.MetricSpec) -> None:
+    """`retrymw.calls` ({call}) → retrymw_calls_total, `retrymw.call.duration` (s) → ..._seconds."""
+    assert names.prometheus_name(spec.otel, spec.unit, spec.kind) == spec.prometheus
+    assert spec.unit == "s" or spec.unit.startswith("{"), "unit 1 would become _ratio"
+    assert "total" not in spec.otel  # OTel naming: the exporter adds it
+
+
+@pytest.mark.parametrize(
+    ("otel", "unit", "kind", "prometheus"),
+    [
+        pytest.param("a.b", "ms", "histogram", "a_b_milliseconds", id="milliseconds"),
+        pytest.param("a.b_seconds", "s", "histogram", "a_b_seconds", id="suffix-once"),
+        pytest.param("a-b", "", "counter", "a_b_total", id="invalid-chars"),
+        pytest.param("a.total", "", "counter", "a_total", id="total-once"),
+    ],
+)
+def test_prometheus_name_rules(otel: str, unit: str, kind: Any, prometheus: str) -> None:
+    """The translation helper follows the OTel → Prometheus rules beyond our own names."""
+    assert names.prometheus_name(otel, unit, kind) == prometheus
+
+
+def test_bounded_values_admit_the_first_values_only() -> None:
+    """The first `limit` distinct values pass, forever; later ones become the overflow value."""
+    cap = names.BoundedValues(2, "_other")
+    assert [cap(v) for v in ["a", "b", "c", "a", "c", "b"]] == [
+        "a",
+        "b",
+        "_other",
+        "a",
+        "_other",
+        "b",
+    ]
+    assert len(cap) == 2
+
+
+def test_bounded_values_are_thread_safe() -> None:
+    """Concurrent first sightings never admit more than the limit."""
+    cap = names.BoundedValues(10, "_other")
+    barrier = threading.Barrier(8)
+
+    def hammer(offset: int) -> None:
+        barrier.wait()
+        for value in range(100):
+            cap(str(value * 8 + offset))
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cap) == 10
+
+
+# -- what the instruments really emit -------------------------------------------------------------
+
+
+async def test_prometheus_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
+    """Every family, type and label set of the exposition comes from `_names`, all ten present."""
+    registry = CollectorRegistry()
+    for scenario in ALL_TEN:
+        await run_scenario(scenario, clock, [PrometheusInstrument(registry)])
+    emitted: dict[str, tuple[str, set[tuple[str, ...]]]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        if family.name.endswith("_created"):
+            continue
+        name = family.name + "_total" if family.type == "counter" else family.name
+        label_sets = {
+            tuple(label for label in sample.labels if label != "le")
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        }
+        emitted[name] = (family.type, label_sets)
+    expected = {
+        spec.prometheus: (spec.kind, {tuple(sorted(spec.labels))}) for spec in names.METRICS
+    }
+    assert {
+        k: (t, {tuple(sorted(s)) for s in sets}) for k, (t, sets) in emitted.items()
+    } == expected
+
+
+async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
+    """Instrument names, units, kinds and attribute keys come from `_names`; all ten present."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    instrument = OpenTelemetryInstrument(meter_provider=provider)
+    for scenario in ALL_TEN:
+        await run_scenario(scenario, clock, [instrument])
+    data = reader.get_metrics_data()
+    assert data is not None
+    specs = {spec.otel: spec for spec in names.METRICS}
+    seen = set()
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            assert scope.scope.name == names.SCOPE
+            for metric in scope.metrics:
+                spec = specs[metric.name]
+                seen.add(metric.name)
+                kind: Any = {Sum: "counter", Histogram: "histogram", Gauge: "gauge"}[
+                    type(metric.data)
+                ]
+                assert (metric.unit, kind) == (spec.unit, spec.kind)
+                if isinstance(metric.data, Sum):
+                    assert metric.data.is_monotonic
+                for point in metric.data.data_points:
+                    keys = set(point.attributes or {})
+                    # error.type is absent on success, as the semconv asks ("" in Prometheus).
+                    assert keys | {names.ATTR_ERROR_TYPE} >= set(spec.attributes) >= keys
+                assert (
+                    names.prometheus_name(metric.name, metric.unit or "", kind) == spec.prometheus
+                )
+    assert seen == set(specs)
+    provider.shutdown()
+
+
+async def test_the_otel_prometheus_exporter_produces_the_same_names(clock: FakeClock) -> None:
+    """Through opentelemetry-exporter-prometheus, the OTel path exposes the very same names."""
+    exporter = pytest.importorskip(
+        "opentelemetry.exporter.prometheus", reason="optional: opentelemetry-exporter-prometheus"
+    )
+    registry = CollectorRegistry()
+    reader = exporter.PrometheusMetricReader(registry=registry)
+    provider = MeterProvider(metric_readers=[reader])
+    instrument = OpenTelemetryInstrument(meter_provider=provider)
+    for scenario in ALL_TEN:
+        await run_scenario(scenario, clock, [instrument])
+    families = {
+        family.name + "_total" if family.type == "counter" else family.name: family
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        if family.name.startswith("retrymw")
+    }
+    assert set(families) == {spec.prometheus for spec in names.METRICS}
+    for spec in names.METRICS:
+        labels = {
+            label
+            for sample in families[spec.prometheus].samples
+            for label in sample.labels
+            if not label.startswith("otel_scope") and label != "le"
+        }
+        assert labels == set(spec.labels)
+    provider.shutdown()
+
+
+async def test_every_span_name_and_attribute_comes_from_names(clock: FakeClock) -> None:
+    """Span names, span attribute keys and event names are all declared in `_names`."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrument = OpenTelemetryInstrument(tracer_provider=provider)
+    for param in SCENARIOS:
+        (scenario,) = param.values
+        await run_scenario(str(scenario), clock, [instrument])
+        await run_http_scenario(str(scenario), clock, [instrument])
+    declared = {v for k, v in vars(names).items() if k.startswith("ATTR_")}
+    events = {names.EVENT_RETRY_DENIED, names.EVENT_CIRCUIT_STATE_CHANGE, "exception"}
+    span_names = {names.SPAN_CALL.format(operation=op) for op in ("fetch", "GET", "POST")} | {
+        names.SPAN_ATTEMPT.format(operation="fetch"),
+        names.SPAN_BACKOFF,
+        "GET",
+        "POST",
+    }
+    spans = exporter.get_finished_spans()
+    assert {span.name for span in spans} == span_names
+    assert {key for span in spans for key in (span.attributes or {})} <= declared
+    assert {event.name for span in spans for event in span.events} == events
+    retrymw_event_keys = {
+        key
+        for span in spans
+        for event in span.events
+        if event.name != "exception"
+        for key in (event.attributes or {})
+    }
+    assert retrymw_event_keys <= declared
+    provider.shutdown()

@@ -1,0 +1,645 @@
+"""OpenTelemetryInstrument: span trees per scenario, HTTP semconv, propagation, metrics, cost."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind, StatusCode
+
+from retrymw import AttemptStarted, CallStarted, RetryPolicy, RetryScheduled
+from retrymw.httpx import AsyncRetryTransport, RetryTransport
+from retrymw.instrumentation import OpenTelemetryInstrument
+from retrymw.instrumentation import _names as names
+from retrymw.testing import FakeClock
+from tests.instrumentation import (
+    HTTP_TARGET,
+    HTTP_URL,
+    POLICY,
+    SCENARIOS,
+    TARGET,
+    Upstream,
+    retrier,
+    run_http_scenario,
+    run_scenario,
+    script,
+)
+
+pytestmark = pytest.mark.anyio
+
+INTERNAL, CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
+UNSET, ERROR = StatusCode.UNSET, StatusCode.ERROR
+
+
+@dataclass
+class Telemetry:
+    """An SDK tracer and meter provider with in-memory export, and an instrument on them."""
+
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    tracer_provider: TracerProvider
+    instrument: OpenTelemetryInstrument
+
+    def spans(self) -> list[ReadableSpan]:
+        """Finished spans, in the order they ended."""
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    """Fresh providers per test; the global ones are never touched."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    instrument = OpenTelemetryInstrument(tracer_provider, meter_provider)
+    yield Telemetry(exporter, reader, tracer_provider, instrument)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+Node = tuple[
+    str, SpanKind, "int | None", dict[str, Any], StatusCode, list[tuple[str, dict[str, Any]]]
+]
+
+
+def tree(spans: list[ReadableSpan]) -> list[Node]:
+    """Each span as (name, kind, index of its parent in ``spans``, attributes, status, events).
+
+    Events keep only their ``retrymw.*`` attributes (exception events keep their name only).
+    """
+    index = {span.context.span_id: i for i, span in enumerate(spans)}
+    return [
+        (
+            span.name,
+            span.kind,
+            None if span.parent is None else index[span.parent.span_id],
+            dict(span.attributes or {}),
+            span.status.status_code,
+            [
+                (
+                    event.name,
+                    {k: v for k, v in (event.attributes or {}).items() if k.startswith("retrymw.")},
+                )
+                for event in span.events
+            ],
+        )
+        for span in spans
+    ]
+
+
+_PLANS: dict[str, tuple[list[str], list[float], str, str | None, int]] = {
+    # attempt outcomes, backoff delays, call outcome, denial reason, max attempts
+    "success_first_try": (["success"], [], "success", None, 3),
+    "success_after_2_retries": (["retried", "retried", "success"], [1.0, 2.0], "success", None, 3),
+    "exhausted": (["retried", "retried", "failed"], [1.0, 2.0], "exhausted", "max_attempts", 3),
+    "budget_exhausted": (["retried", "failed"], [1.0], "budget_exhausted", "budget_exhausted", 5),
+    "throttled": (["failed"], [], "throttled", "throttled", 3),
+    "circuit_open": (["failed"], [], "circuit_open", "circuit_open", 3),
+    "not_idempotent": (["failed"], [], "failure", "not_idempotent", 3),
+    "retry_after_too_long": (["failed"], [], "failure", "retry_after_exceeds_limit", 3),
+}
+
+
+def expected_tree(scenario: str, *, http: bool) -> list[Node]:
+    """The span tree DESIGN §6 prescribes for a scenario, in the order the spans end."""
+    outcomes, delays, outcome, reason, max_attempts = _PLANS[scenario]
+    operation = ("POST" if scenario == "not_idempotent" else "GET") if http else TARGET
+    target = HTTP_TARGET if http else TARGET
+    error = "503" if http else "ConnectionError"
+    root = len(outcomes) + len(delays)
+    nodes: list[Node] = []
+    for number, attempt_outcome in enumerate(outcomes, start=1):
+        failed = attempt_outcome != "success"
+        attributes: dict[str, Any] = {
+            "retrymw.attempt": number,
+            "retrymw.attempt.outcome": attempt_outcome,
+        }
+        if failed:
+            attributes["error.type"] = error
+        status = ERROR if failed else UNSET
+        if http:
+            attributes.update(
+                {
+                    "http.request.method": operation,
+                    "server.address": HTTP_TARGET,
+                    "server.port": 80,
+                    "url.full": "http://api.test/items",
+                    "http.response.status_code": 503 if failed else 200,
+                }
+            )
+            if number > 1:
+                attributes["http.request.resend_count"] = number - 1
+            nodes.append((operation, CLIENT, root, attributes, status, []))
+        else:
+            raised: list[tuple[str, dict[str, Any]]] = [("exception", {})] if failed else []
+            nodes.append(
+                (f"retrymw.attempt {operation}", INTERNAL, root, attributes, status, raised)
+            )
+        if number <= len(delays):
+            backoff = {
+                "retrymw.backoff.delay": delays[number - 1],
+                "retrymw.attempt": number + 1,
+                "error.type": error,
+            }
+            nodes.append(("retrymw.backoff", INTERNAL, root, backoff, UNSET, []))
+    call: dict[str, Any] = {
+        "retrymw.policy": POLICY,
+        "retrymw.target": target,
+        "retrymw.max_attempts": max_attempts,
+        "retrymw.outcome": outcome,
+        "retrymw.attempt.count": len(outcomes),
+    }
+    call_events: list[tuple[str, dict[str, Any]]] = []
+    if outcome != "success":
+        call["error.type"] = error
+    if scenario == "circuit_open":
+        change = {
+            "retrymw.circuit": f"db:{target}",
+            "retrymw.circuit.previous_state": "closed",
+            "retrymw.circuit.state": "open",
+        }
+        call_events.append(("retrymw.circuit.state_change", change))
+    if reason is not None:
+        call_events.append(
+            ("retrymw.retry.denied", {"retrymw.reason": reason, "retrymw.attempt": len(outcomes)})
+        )
+    nodes.append(
+        (
+            f"retrymw {operation}",
+            INTERNAL,
+            None,
+            call,
+            ERROR if outcome != "success" else UNSET,
+            call_events,
+        )
+    )
+    if scenario == "circuit_open":
+        rejected = {**call, "retrymw.attempt.count": 0, "error.type": "CircuitOpenError"}
+        nodes.append((f"retrymw {operation}", INTERNAL, None, rejected, ERROR, []))
+    return nodes
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_coroutine_span_tree(scenario: str, otel: Telemetry, clock: FakeClock) -> None:
+    """Each coroutine scenario produces exactly DESIGN §6's span tree."""
+    await run_scenario(scenario, clock, [otel.instrument])
+    assert tree(otel.spans()) == expected_tree(scenario, http=False)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_http_span_tree(scenario: str, otel: Telemetry, clock: FakeClock) -> None:
+    """Each transport scenario produces CLIENT attempt spans per the HTTP semconv."""
+    await run_http_scenario(scenario, clock, [otel.instrument])
+    assert tree(otel.spans()) == expected_tree(scenario, http=True)
+
+
+async def test_every_span_of_a_call_shares_its_trace(otel: Telemetry, clock: FakeClock) -> None:
+    """The call span is a child of the caller's span; attempts and sleeps are its children."""
+    tracer = otel.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        await run_scenario("success_after_2_retries", clock, [otel.instrument])
+        assert trace.get_current_span() is caller  # every context was detached again
+    spans = otel.spans()
+    call = next(span for span in spans if span.name == "retrymw fetch")
+    assert call.parent is not None
+    assert call.parent.span_id == caller.get_span_context().span_id
+    assert {span.context.trace_id for span in spans} == {caller.get_span_context().trace_id}
+
+
+async def test_each_attempt_injects_its_own_traceparent(otel: Telemetry, clock: FakeClock) -> None:
+    """The headers of each attempt carry that attempt span's id (W3C traceparent)."""
+    upstream = await run_http_scenario("success_after_2_retries", clock, [otel.instrument])
+    attempts = [span for span in otel.spans() if span.kind == CLIENT]
+    assert [headers["traceparent"] for headers in upstream.headers] == [
+        f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-{span.context.trace_flags:02x}"
+        for span in attempts
+    ]
+
+
+async def test_honoured_retry_after_is_on_the_backoff_span(
+    otel: Telemetry, clock: FakeClock
+) -> None:
+    """A Retry-After the transport honours shows on the backoff span, as do the delay and cause."""
+    upstream = Upstream(clock, [503, 200], retry_after="2")
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(upstream),
+        policy=RetryPolicy(name=POLICY),
+        instruments=[otel.instrument],
+        clock=clock,
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(HTTP_URL)).status_code == 200
+    (backoff,) = [span for span in otel.spans() if span.name == "retrymw.backoff"]
+    assert dict(backoff.attributes or {}) == {
+        "retrymw.backoff.delay": 2.0,
+        "retrymw.retry_after": 2.0,
+        "retrymw.attempt": 2,
+        "error.type": "503",
+    }
+
+
+async def test_unknown_methods_follow_the_semconv(otel: Telemetry, clock: FakeClock) -> None:
+    """A method outside the known set names the span HTTP and is reported as _OTHER."""
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(Upstream(clock, [200], None)),
+        instruments=[otel.instrument],
+        clock=clock,
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.request("PURGE", "https://api.test:8443/x")
+    attempt = next(span for span in otel.spans() if span.kind == CLIENT)
+    assert attempt.name == "HTTP"
+    assert attempt.attributes is not None
+    assert attempt.attributes["http.request.method"] == "_OTHER"
+    assert attempt.attributes["http.request.method_original"] == "PURGE"
+    assert attempt.attributes["server.port"] == 8443
+    assert attempt.attributes["url.full"] == "https://api.test:8443/x"
+
+
+def test_sync_transport_gets_the_same_spans(otel: Telemetry, clock: FakeClock) -> None:
+    """RetryTransport (httpx.Client) produces the same CLIENT spans and headers."""
+    upstream = Upstream(clock, [503, 200], None)
+    transport = RetryTransport(
+        httpx.MockTransport(upstream),
+        policy=RetryPolicy(name=POLICY),
+        instruments=[otel.instrument],
+        clock=clock,
+    )
+    with httpx.Client(transport=transport) as client:
+        assert client.get(HTTP_URL).status_code == 200
+    names_kinds = [(span.name, span.kind) for span in otel.spans()]
+    assert names_kinds == [
+        ("GET", CLIENT),
+        ("retrymw.backoff", INTERNAL),
+        ("GET", CLIENT),
+        ("retrymw GET", INTERNAL),
+    ]
+    attempts = [span for span in otel.spans() if span.kind == CLIENT]
+    assert [h["traceparent"].split("-")[2] for h in upstream.headers] == [
+        f"{span.context.span_id:016x}" for span in attempts
+    ]
+
+
+async def test_cancellation_leaves_status_unset(otel: Telemetry, clock: FakeClock) -> None:
+    """A cancelled call ends its spans with status unset and outcome cancelled, no error.type."""
+    with anyio.CancelScope() as scope:
+
+        async def fetch() -> str:
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+            return "never"
+
+        await retrier(clock, [otel.instrument]).call(fetch)
+    attempt, call = otel.spans()
+    assert (attempt.name, attempt.status.status_code) == ("retrymw.attempt fetch", UNSET)
+    assert (call.status.status_code, (call.attributes or {}).get("retrymw.outcome")) == (
+        UNSET,
+        "cancelled",
+    )
+    assert "error.type" not in (call.attributes or {})
+
+
+# -- a real loopback server -----------------------------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers 503, 503, then 200, and records each request's traceparent."""
+
+    server: Any
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.traceparents.append(self.headers.get("traceparent"))
+            status = 503 if len(self.server.traceparents) <= 2 else 200
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def loopback() -> Iterator[Any]:
+    """A threaded HTTP server on 127.0.0.1 (port 0), shut down at teardown."""
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.daemon_threads = True
+    server.traceparents = []
+    server.lock = threading.Lock()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+async def test_loopback_server_receives_each_attempts_traceparent(
+    otel: Telemetry, clock: FakeClock, loopback: Any
+) -> None:
+    """Over a real socket, each attempt's traceparent carries that attempt span's id."""
+    port = loopback.server_address[1]
+    transport = AsyncRetryTransport(
+        policy=RetryPolicy(name=POLICY), instruments=[otel.instrument], clock=clock
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        response = await client.get(f"http://127.0.0.1:{port}/a?sig=secret")
+    assert response.status_code == 200
+    attempts = [span for span in otel.spans() if span.kind == CLIENT]
+    (call,) = [span for span in otel.spans() if span.name == "retrymw GET"]
+    assert loopback.traceparents == [
+        f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-{span.context.trace_flags:02x}"
+        for span in attempts
+    ]
+    assert all(
+        span.parent is not None and span.parent.span_id == call.context.span_id for span in attempts
+    )
+    assert [dict(span.attributes or {}).get("http.request.resend_count") for span in attempts] == [
+        None,
+        1,
+        2,
+    ]
+    assert {dict(span.attributes or {})["url.full"] for span in attempts} == {
+        f"http://127.0.0.1:{port}/a"
+    }
+    assert (call.attributes or {})["retrymw.target"] == f"127.0.0.1:{port}"
+
+
+# -- no duplicate span from opentelemetry-instrumentation-httpx -----------------------------------
+
+
+def _scope(span: ReadableSpan) -> str | None:
+    return None if span.instrumentation_scope is None else span.instrumentation_scope.name
+
+
+class _ContribLike(httpx.AsyncBaseTransport):
+    """Behaves like opentelemetry-instrumentation-httpx's transport: a CLIENT span per request,
+    unless HTTP instrumentation is suppressed in the current context."""
+
+    def __init__(self, tracer: trace.Tracer, upstream: Upstream) -> None:
+        self.tracer = tracer
+        self.inner = httpx.MockTransport(upstream)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if otel_context.get_value(_SUPPRESS_HTTP_INSTRUMENTATION_KEY):
+            return await self.inner.handle_async_request(request)
+        with self.tracer.start_as_current_span(request.method, kind=CLIENT):
+            return await self.inner.handle_async_request(request)
+
+
+async def test_http_instrumentation_below_is_suppressed(otel: Telemetry, clock: FakeClock) -> None:
+    """An OTel-instrumented transport under ours emits no second CLIENT span per attempt."""
+    contrib = _ContribLike(
+        otel.tracer_provider.get_tracer("contrib"), Upstream(clock, [503, 200], None)
+    )
+    transport = AsyncRetryTransport(contrib, instruments=[otel.instrument], clock=clock)
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.get(HTTP_URL)
+    assert [_scope(span) for span in otel.spans() if span.kind == CLIENT] == [
+        "retrymw",
+        "retrymw",
+    ]
+
+
+async def test_real_httpx_instrumentation_is_suppressed(otel: Telemetry, clock: FakeClock) -> None:
+    """With opentelemetry-instrumentation-httpx's own transport below ours, no duplicate spans."""
+    contrib = pytest.importorskip(
+        "opentelemetry.instrumentation.httpx", reason="optional contrib package"
+    )
+    inner = contrib.AsyncOpenTelemetryTransport(
+        httpx.MockTransport(Upstream(clock, [503, 200], None)), tracer_provider=otel.tracer_provider
+    )
+    transport = AsyncRetryTransport(inner, instruments=[otel.instrument], clock=clock)
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.get(HTTP_URL)
+    assert [_scope(span) for span in otel.spans() if span.kind == CLIENT] == [
+        "retrymw",
+        "retrymw",
+    ]
+
+
+# -- metrics --------------------------------------------------------------------------------------
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """Data points by instrument name."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+
+
+async def test_metrics_match_the_prometheus_path(otel: Telemetry, clock: FakeClock) -> None:
+    """The OTel instruments record the values, attributes and buckets of the Prometheus path."""
+    budget = await run_scenario("success_after_2_retries", clock, [otel.instrument])
+    assert budget is not None
+    found = points(otel.reader)
+    base = {"retrymw.policy": POLICY, "retrymw.target": TARGET}
+    (calls,) = found["retrymw.calls"]
+    assert (dict(calls.attributes), calls.value) == ({**base, "retrymw.outcome": "success"}, 1)
+    (duration,) = found["retrymw.call.duration"]
+    assert (duration.count, duration.sum) == (1, 3.75)
+    assert tuple(duration.explicit_bounds) == names.CALL_DURATION_BUCKETS
+    (per_call,) = found["retrymw.call.attempts"]
+    assert (per_call.sum, tuple(per_call.explicit_bounds)) == (3, names.CALL_ATTEMPTS_BUCKETS)
+    attempts = {tuple(sorted(p.attributes.items())): p.value for p in found["retrymw.attempts"]}
+    assert attempts == {
+        tuple(
+            sorted(
+                {
+                    **base,
+                    "retrymw.attempt.outcome": "retried",
+                    "error.type": "ConnectionError",
+                }.items()
+            )
+        ): 2,
+        tuple(sorted({**base, "retrymw.attempt.outcome": "success"}.items())): 1,
+    }
+    (backoff,) = found["retrymw.backoff.duration"]
+    assert (backoff.count, backoff.sum, tuple(backoff.explicit_bounds)) == (
+        2,
+        3.0,
+        names.BACKOFF_DURATION_BUCKETS,
+    )
+    (tokens,) = found["retrymw.retry_budget.available"]
+    assert tokens.value == pytest.approx(budget.available())
+    bounds = {tuple(p.explicit_bounds) for p in found["retrymw.attempt.duration"]}
+    assert bounds == {names.ATTEMPT_DURATION_BUCKETS}
+
+
+async def test_histograms_carry_trace_exemplars(otel: Telemetry, clock: FakeClock) -> None:
+    """Measurements taken inside the call span carry its trace id (SDK trace-based exemplars)."""
+    await run_scenario("success_first_try", clock, [otel.instrument])
+    (call,) = [span for span in otel.spans() if span.name == "retrymw fetch"]
+    (duration,) = points(otel.reader)["retrymw.call.duration"]
+    assert {exemplar.trace_id for exemplar in duration.exemplars} == {call.context.trace_id}
+
+
+async def test_circuit_metrics(otel: Telemetry, clock: FakeClock) -> None:
+    """A transition is counted and the state-set gauge has exactly one state at 1."""
+    await run_scenario("circuit_open", clock, [otel.instrument])
+    found = points(otel.reader)
+    (transition,) = found["retrymw.circuit.transitions"]
+    assert dict(transition.attributes) == {
+        "retrymw.circuit": "db:fetch",
+        "retrymw.circuit.previous_state": "closed",
+        "retrymw.circuit.state": "open",
+    }
+    states = {
+        p.attributes["retrymw.circuit.state"]: p.value for p in found["retrymw.circuit.state"]
+    }
+    assert states == {"closed": 0, "open": 1, "half_open": 0}
+
+
+# -- cost when nobody listens, and failure isolation ----------------------------------------------
+
+
+def _events() -> tuple[CallStarted, AttemptStarted, RetryScheduled]:
+    return (
+        CallStarted(POLICY, TARGET, TARGET, 3),
+        AttemptStarted(POLICY, TARGET, TARGET, 1, 3),
+        RetryScheduled(POLICY, TARGET, TARGET, 1, 3, 1.0, "ConnectionError"),
+    )
+
+
+def test_api_only_does_no_span_work() -> None:
+    """With only the API (no SDK provider set globally), the hooks return no scope at all."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider), (
+        "tests never set globals"
+    )
+    instrument = OpenTelemetryInstrument()
+    call, attempt, sleep = _events()
+    assert instrument.call_started(call) is None
+    assert instrument.attempt_started(attempt) is None
+    assert instrument.retry_scheduled(sleep) is None
+    assert not instrument._meters()
+
+
+def test_a_provider_set_later_is_picked_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While idle the global providers are looked at again at most once a second, then kept."""
+    from opentelemetry import metrics
+
+    instrument = OpenTelemetryInstrument()
+    assert not instrument._traces()
+    assert not instrument._meters()
+    sdk_tracing, sdk_metering = TracerProvider(), MeterProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: sdk_tracing)
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: sdk_metering)
+    assert not instrument._traces(), "within the second, the idle answer is reused"
+    instrument._tracing_idle_until = instrument._metering_idle_until = float("-inf")
+    assert instrument._traces()
+    assert instrument._meters()
+    monkeypatch.undo()
+    assert instrument._traces(), "a real provider, once seen, is kept"
+    sdk_tracing.shutdown()
+    sdk_metering.shutdown()
+
+
+def test_noop_providers_do_no_work() -> None:
+    """Explicit no-op providers are treated like the API alone."""
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    instrument = OpenTelemetryInstrument(trace.NoOpTracerProvider(), NoOpMeterProvider())
+    call, attempt, sleep = _events()
+    assert (instrument.call_started(call), instrument.attempt_started(attempt)) == (None, None)
+    assert instrument.retry_scheduled(sleep) is None
+
+
+async def test_api_only_calls_still_return(clock: FakeClock) -> None:
+    """A Retrier with the API-only instrument behaves exactly as without it."""
+    fetch = script(clock, failures=2)
+    assert await retrier(clock, [OpenTelemetryInstrument()]).call(fetch) == "ok"
+
+
+async def test_unsampled_calls_record_nothing_but_still_propagate(clock: FakeClock) -> None:
+    """With a sampler that drops everything, nothing is exported but the context still flows."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    upstream = await run_http_scenario(
+        "success_after_2_retries", clock, [OpenTelemetryInstrument(provider)]
+    )
+    assert exporter.get_finished_spans() == ()
+    assert all(int(headers["traceparent"][-2:], 16) & 1 == 0 for headers in upstream.headers)
+    provider.shutdown()
+
+
+async def test_a_failing_tracer_disables_the_instrument_not_the_call(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """If the tracer raises, the instrument is disabled and the call still returns."""
+
+    class Broken(trace.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return self
+
+        def start_span(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("exporter on fire")
+
+    with caplog.at_level(logging.ERROR, logger="retrymw"):
+        await run_scenario("success_after_2_retries", clock, [OpenTelemetryInstrument(Broken())])
+    assert "has been disabled" in caplog.text
+
+
+async def test_a_failing_meter_disables_the_instrument_not_the_call(
+    otel: Telemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """If a metric instrument raises, the instrument is disabled and the call still returns."""
+
+    class Broken:
+        def add(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("meter on fire")
+
+    otel.instrument._attempts = Broken()  # type: ignore[assignment]
+    with caplog.at_level(logging.ERROR, logger="retrymw"):
+        await run_scenario("exhausted", clock, [otel.instrument])
+    assert "has been disabled" in caplog.text
+
+
+def test_missing_opentelemetry_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without opentelemetry-api, asking for the instrument says which extra to install."""
+    import sys
+
+    import retrymw.instrumentation
+
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.delitem(sys.modules, "retrymw.instrumentation._otel")
+    with pytest.raises(ImportError, match=r"pip install 'retrymw\[otel\]'"):
+        retrymw.instrumentation.OpenTelemetryInstrument  # noqa: B018
+
+
+def test_defaults_include_opentelemetry_on_the_global_providers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The built-in defaults end with an OpenTelemetryInstrument on the global providers."""
+    from retrymw import instrumentation
+
+    monkeypatch.setattr(instrumentation, "_builtin", None)
+    monkeypatch.setattr(instrumentation, "_defaults", None)
+    last = instrumentation.default_instruments()[-1]
+    assert isinstance(last, OpenTelemetryInstrument)
+    assert (last._tracer_provider, last._meter_provider) == (None, None)

@@ -1,0 +1,607 @@
+"""Run the dashboards and rules against a real Prometheus: the harness of tests/test_dashboards.py.
+
+Three parts:
+
+* PromQL helpers that read the dashboard JSON and the rules file (expressions, variables,
+  metric and label names) for the lint tests;
+* `PrometheusServer`, a real ``prometheus`` binary on 127.0.0.1 with a throwaway storage
+  directory, and `MetricsEndpoint`, a prometheus_client ``/metrics`` server on 127.0.0.1;
+* `Workload`, which drives retrymw (`Retrier`, `CircuitBreaker`, `RetryBudget`,
+  `PrometheusInstrument`, all on `FakeClock`s) through a healthy → brownout → outage →
+  recovery storyline, so every panel has something to show.
+
+`live_stack` puts them together; ``dashboards/render_preview.py`` reuses it for the PNG preview.
+Nothing here talks to anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry, start_http_server
+
+from retrymw import CircuitBreaker, Retrier, RetryBudget, RetryPolicy
+from retrymw.instrumentation import PrometheusInstrument
+from retrymw.instrumentation import _names as names
+from retrymw.testing import FakeClock
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARD = ROOT / "dashboards" / "retrymw-overview.json"
+RULES = ROOT / "dashboards" / "retrymw.rules.yml"
+RULE_TESTS = ROOT / "dashboards" / "retrymw.rules.test.yml"
+DOCKER = ROOT / "docker"
+
+JOB = "retrymw-harness"
+
+# -- dashboard and PromQL helpers -----------------------------------------------------------------
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_MATCHERS = re.compile(r"\{[^}]*\}")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_METRIC = re.compile(r"(?<![\w:])retrymw_[a-z_]+(?![\w:])")
+_MATCHER = re.compile(r'([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")')
+_RANGE_FUNCTION = re.compile(r"\b(rate|irate|increase)\s*\(")
+_LABEL_VALUES = re.compile(r"^label_values\(\s*(?:(?P<match>.+?)\s*,\s*)?(?P<label>\w+)\s*\)$")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL expression of the dashboard: a panel target or an annotation."""
+
+    where: str
+    expr: str
+    panel: dict[str, Any] = field(repr=False)
+
+
+def load_dashboard() -> dict[str, Any]:
+    """The overview dashboard, parsed."""
+    return json.loads(DASHBOARD.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def load_rules() -> dict[str, Any]:
+    """The rules file, parsed."""
+    return yaml.safe_load(RULES.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def panels(dashboard: dict[str, Any], *, rows: bool = False) -> list[dict[str, Any]]:
+    """Every panel, those nested in collapsed rows included; row panels only if ``rows``."""
+    found: list[dict[str, Any]] = []
+    for panel in dashboard["panels"]:
+        if panel.get("type") != "row" or rows:
+            found.append(panel)
+        found.extend(panel.get("panels", []))
+    return found
+
+
+def queries(dashboard: dict[str, Any]) -> list[Query]:
+    """Every panel target's and annotation's expression."""
+    found = [
+        Query(
+            f"panel {panel['id']} {panel['title']!r} target {target['refId']}",
+            target["expr"],
+            panel,
+        )
+        for panel in panels(dashboard)
+        for target in panel.get("targets", [])
+    ]
+    found += [
+        Query(f"annotation {annotation['name']!r}", annotation["expr"], annotation)
+        for annotation in dashboard["annotations"]["list"]
+        if "expr" in annotation
+    ]
+    return found
+
+
+def variables(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """The templating variables."""
+    return list(dashboard["templating"]["list"])
+
+
+def variable_query(variable: dict[str, Any]) -> str:
+    """A query variable's ``label_values(...)`` text (both the string and the structured form)."""
+    query = variable["query"]
+    return str(query["query"] if isinstance(query, dict) else query)
+
+
+def parse_label_values(query: str) -> tuple[str | None, str]:
+    """Split ``label_values(selector, label)`` into its selector (or None) and label."""
+    found = _LABEL_VALUES.match(query.strip())
+    if found is None:
+        raise ValueError(f"not a label_values() query: {query!r}")
+    return found["match"], found["label"]
+
+
+def rule_exprs(rules: dict[str, Any]) -> dict[str, str]:
+    """Every rule's expression, by recorded series or alert name."""
+    return {
+        rule.get("record") or rule["alert"]: rule["expr"]
+        for group in rules["groups"]
+        for rule in group["rules"]
+    }
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    """Replace Grafana variables (``$name``, ``${name}``, ``[[name]]``) by ``values[name]``."""
+
+    def replace(found: re.Match[str]) -> str:
+        name = found["a"] or found["b"] or found["c"]
+        return values[name]
+
+    return re.sub(r"\$\{(?P<a>\w+)\}|\$(?P<b>\w+)|\[\[(?P<c>\w+)\]\]", replace, expr)
+
+
+def _without_strings(expr: str) -> str:
+    return _STRING.sub('""', expr)
+
+
+def metric_names(expr: str) -> set[str]:
+    """The ``retrymw_*`` series an expression selects (label names and strings excluded)."""
+    bare = _GROUPING.sub("", _MATCHERS.sub("", _without_strings(expr)))
+    return set(_METRIC.findall(bare))
+
+
+def contract_name(series: str) -> str:
+    """The contract metric a series belongs to (``x_bucket``/``_sum``/``_count`` → ``x``)."""
+    histograms = {spec.prometheus for spec in names.METRICS if spec.kind == "histogram"}
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = series.removesuffix(suffix)
+        if base != series and base in histograms:
+            return base
+    return series
+
+
+def label_names(expr: str) -> set[str]:
+    """Label names used in matchers and in ``by``/``without``/``on`` clauses."""
+    found = {match[0] for match in _MATCHER.findall(expr)}
+    for clause in _GROUPING.findall(_without_strings(expr)):
+        inner = clause[clause.index("(") + 1 : -1]
+        found |= {label.strip() for label in inner.split(",") if label.strip()}
+    return found
+
+
+def label_matchers(expr: str) -> list[tuple[str, str, str]]:
+    """Every ``label op "value"`` matcher, value unquoted."""
+    return [(label, op, json.loads(value)) for label, op, value in _MATCHER.findall(expr)]
+
+
+def ranges(expr: str) -> list[str]:
+    """The contents of every ``[...]`` range selector."""
+    return re.findall(r"\[([^\]]*)\]", _without_strings(expr))
+
+
+def _blank_strings(expr: str) -> str:
+    """``expr`` with every string literal's content blanked, offsets unchanged."""
+    return _STRING.sub(lambda found: '"' + " " * (len(found[0]) - 2) + '"', expr)
+
+
+def range_function_spans(expr: str) -> list[tuple[int, int]]:
+    """(open, close) parenthesis offsets of each rate/irate/increase call's arguments."""
+    text = _blank_strings(expr)
+    spans: list[tuple[int, int]] = []
+    for found in _RANGE_FUNCTION.finditer(text):
+        depth, start = 0, found.end() - 1
+        for index in range(start, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[index], 0)
+            if depth == 0:
+                spans.append((start, index))
+                break
+    return spans
+
+
+def counters_outside_range_functions(expr: str) -> list[str]:
+    """``*_total`` series selected outside any rate/irate/increase."""
+    spans = range_function_spans(expr)
+    bare = _MATCHERS.sub(lambda found: " " * len(found[0]), _blank_strings(expr))
+    return [
+        found[0]
+        for found in _METRIC.finditer(bare)
+        if found[0].endswith("_total") and not any(a < found.start() < b for a, b in spans)
+    ]
+
+
+# -- a real Prometheus and a /metrics endpoint ----------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# Loopback only: never let an http_proxy variable route these requests elsewhere.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url: str, timeout: float = 5.0) -> bytes:
+    """GET a 127.0.0.1 URL."""
+    if urllib.parse.urlsplit(url).hostname != "127.0.0.1":
+        raise ValueError(f"the harness only talks to 127.0.0.1, not {url!r}")
+    with _opener.open(url, timeout=timeout) as response:
+        return response.read()  # type: ignore[no-any-return]
+
+
+class MetricsEndpoint:
+    """prometheus_client's ``/metrics`` server for a fresh registry, on 127.0.0.1:<free port>."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._server, self._thread = start_http_server(0, addr="127.0.0.1", registry=self.registry)
+        self.port = int(self._server.server_port)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` for a scrape config."""
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus did not start, or an API call failed."""
+
+
+class PrometheusServer:
+    """A real ``prometheus`` on 127.0.0.1, scraping ``target`` every second, with ``rule_files``."""
+
+    def __init__(self, binary: str, workdir: Path, target: str, rule_files: list[Path]) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
+            "rule_files": [str(path) for path in rule_files],
+            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [target]}]}],
+        }
+        self.config = workdir / "prometheus.yml"
+        self.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+        self.log = workdir / "prometheus.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the server and wait (at most ``timeout`` seconds) until it is ready."""
+        with self.log.open("wb") as log:
+            self._process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--enable-feature=exemplar-storage",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise PrometheusError(f"prometheus exited early:\n{self.log_tail()}")
+            try:
+                http_get(f"{self.url}/-/ready", timeout=1.0)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise PrometheusError(f"prometheus not ready after {timeout:g}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Terminate the server (kill it if it does not stop within 10 s)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the server's log."""
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def api(self, path: str, **params: Any) -> Any:
+        """GET ``/api/v1/<path>`` and return its ``data``; raise `PrometheusError` on an error."""
+        query = urllib.parse.urlencode(params, doseq=True)
+        try:
+            body = json.loads(http_get(f"{self.url}/api/v1/{path}?{query}", timeout=10.0))
+        except urllib.error.HTTPError as error:
+            body = json.loads(error.read() or b"{}")
+        if body.get("status") != "success":
+            raise PrometheusError(f"{path} {params}: {body.get('error', body)}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Evaluate an instant query now; the vector's samples (a scalar becomes one sample)."""
+        data = self.api("query", query=expr)
+        if data["resultType"] in ("scalar", "string"):
+            return [{"metric": {}, "value": data["result"]}]
+        return data["result"]  # type: ignore[no-any-return]
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """Evaluate a range query; the matrix's series."""
+        data = self.api("query_range", query=expr, start=start, end=end, step=step)
+        return data["result"]  # type: ignore[no-any-return]
+
+    def value(self, expr: str) -> float:
+        """The value of an expression that yields exactly one sample."""
+        result = self.query(expr)
+        if len(result) != 1:
+            raise PrometheusError(f"{expr!r} gave {len(result)} samples, expected one")
+        return float(result[0]["value"][1])
+
+    def wait_until(self, predicate: Callable[[], bool], what: str, timeout: float) -> None:
+        """Poll ``predicate`` every 0.25 s until it holds; fail after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"timed out after {timeout:g}s waiting for {what}")
+            time.sleep(0.25)
+
+
+# -- the workload ---------------------------------------------------------------------------------
+
+
+class ServiceUnavailable(Exception):
+    """The simulated upstream answered 503."""
+
+
+class BadRequest(Exception):
+    """The simulated upstream rejected the request: not retryable."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of the storyline, in scenario seconds."""
+
+    name: str
+    start: float
+    end: float
+    payments_failure: float
+    inventory_down: bool
+
+
+#: The storyline: 60 scenario seconds. The test plays it 5x faster than the preview.
+STORY = (
+    Phase("healthy", 0.0, 15.0, payments_failure=0.03, inventory_down=False),
+    Phase("brownout", 15.0, 30.0, payments_failure=0.15, inventory_down=False),
+    Phase("outage", 30.0, 45.0, payments_failure=0.97, inventory_down=True),
+    Phase("recovery", 45.0, 60.0, payments_failure=0.03, inventory_down=False),
+)
+STORY_SECONDS = STORY[-1].end
+RETRYABLE = (ConnectionError, TimeoutError, ServiceUnavailable)
+
+
+class Workload:
+    """Drives retrymw through success, retry, exhaustion, budget, throttle and breaker scenarios.
+
+    Every `step` makes one round of calls: ``checkout`` → payments (flaky, cross-call budget:
+    retries, exhaustion, throttling, a few non-retryable failures), ``checkout`` → inventory
+    (behind a circuit breaker), ``search`` (no budget: exhaustion, deadline) and ``reports`` (a
+    per-call ``retry_budget``). Time is virtual: each `FakeClock` advances by the simulated
+    latencies and backoffs, and by ``scenario_step`` per step, so nothing really sleeps.
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, seed: int = 6) -> None:
+        self.rng = Random(seed)
+        self.scenario_time = 0.0
+        instruments = (PrometheusInstrument(registry=registry),)
+        self.clocks = {name: FakeClock() for name in ("payments", "inventory", "search", "reports")}
+        retry_on = list(RETRYABLE)
+        self.payments = Retrier(
+            RetryPolicy(
+                name="checkout",
+                attempts=3,
+                initial_delay="100ms",
+                max_delay="2s",
+                jitter="full",
+                retry_on=retry_on,
+            ),
+            budget=RetryBudget(clock=self.clocks["payments"]),
+            instruments=instruments,
+            clock=self.clocks["payments"],
+            rng=Random(seed + 1),
+        )
+        self.inventory = Retrier(
+            RetryPolicy(
+                name="checkout",
+                attempts=3,
+                backoff="fixed",
+                initial_delay="50ms",
+                retry_on=retry_on,
+            ),
+            breaker=CircuitBreaker(
+                name="checkout",
+                failure_threshold=5,
+                failure_rate_threshold=None,
+                recovery_timeout="4s",
+                clock=self.clocks["inventory"],
+            ),
+            budget=None,
+            instruments=instruments,
+            clock=self.clocks["inventory"],
+        )
+        self.search = Retrier(
+            RetryPolicy(
+                name="search", attempts=4, initial_delay="200ms", deadline="2s", retry_on=retry_on
+            ),
+            budget=None,
+            instruments=instruments,
+            clock=self.clocks["search"],
+        )
+        self.reports = Retrier(
+            RetryPolicy(
+                name="reports",
+                attempts=10,
+                initial_delay="1s",
+                retry_budget="3s",
+                retry_on=retry_on,
+            ),
+            budget=None,
+            instruments=instruments,
+            clock=self.clocks["reports"],
+        )
+        self.calls = 0
+        self.tracer: Any = None
+        try:
+            from opentelemetry.sdk.trace import TracerProvider
+        except ImportError:  # pragma: no cover - the SDK is in the tests group
+            pass
+        else:
+            # A private provider, never the global one: sampled spans make the instrument attach
+            # trace-id exemplars, which is what the latency panels' exemplar toggle shows.
+            self.tracer = TracerProvider().get_tracer("retrymw.tests.harness")
+
+    @property
+    def phase(self) -> Phase:
+        """The storyline's phase at the current scenario time."""
+        for phase in STORY:
+            if self.scenario_time < phase.end:
+                return phase
+        return STORY[-1]
+
+    def _upstream(
+        self, clock: FakeClock, failure: float, *, slow: float = 0.0
+    ) -> Callable[[], str]:
+        rng = self.rng
+
+        def attempt() -> str:
+            latency = rng.lognormvariate(-3.2, 0.5) + slow  # median 40 ms
+            if rng.random() >= failure:
+                clock.advance(latency)
+                return "ok"
+            kind = rng.random()
+            if kind < 0.15:
+                clock.advance(1.0)
+                raise TimeoutError("upstream timed out after 1s")
+            clock.advance(latency / 4)
+            if kind < 0.3:
+                raise ConnectionResetError("connection reset by peer")
+            if kind < 0.33:
+                raise BadRequest("400 Bad Request")
+            raise ServiceUnavailable("503 Service Unavailable")
+
+        return attempt
+
+    def _call(self, retrier: Retrier, upstream: Callable[[], str], target: str) -> None:
+        self.calls += 1
+        # Failures are the point: the metrics record them.
+        with suppress(Exception):
+            retrier.execute_sync(upstream, operation="GET", target=target)
+
+    def step(self, scenario_step: float) -> None:
+        """One round of calls, then advance every clock by ``scenario_step`` virtual seconds."""
+        phase = self.phase
+        clocks = self.clocks
+        payments = self._upstream(clocks["payments"], phase.payments_failure)
+        inventory = self._upstream(clocks["inventory"], 1.0 if phase.inventory_down else 0.02)
+        search = self._upstream(clocks["search"], 0.45, slow=0.3)
+        reports = self._upstream(clocks["reports"], 0.6)
+        span = self.tracer.start_as_current_span if self.tracer is not None else None
+        for _ in range(20):
+            if span is not None:
+                with span("checkout"):
+                    self._call(self.payments, payments, "payments.internal")
+            else:  # pragma: no cover
+                self._call(self.payments, payments, "payments.internal")
+        for _ in range(10):
+            self._call(self.inventory, inventory, "inventory.internal")
+        for _ in range(4):
+            self._call(self.search, search, "search.internal")
+        self._call(self.reports, reports, "reports.internal")
+        for clock in clocks.values():
+            clock.advance(scenario_step)
+        self.scenario_time += scenario_step
+
+    def run(self, seconds: float, *, period: float = 0.2) -> tuple[float, float]:
+        """Play the whole storyline over ``seconds`` of real time; return its (start, end)."""
+        steps = max(1, round(seconds / period))
+        scenario_step = STORY_SECONDS / steps
+        started = time.time()
+        for index in range(steps):
+            self.step(scenario_step)
+            # Pace against the start, so slow steps do not stretch the storyline.
+            time.sleep(max(0.0, started + (index + 1) * period - time.time()))
+        return started, time.time()
+
+
+# -- everything together --------------------------------------------------------------------------
+
+
+@dataclass
+class LiveStack:
+    """A Prometheus that has scraped a full `Workload` storyline."""
+
+    prometheus: PrometheusServer
+    endpoint: MetricsEndpoint
+    workload: Workload
+    start: float
+    end: float
+
+    def sample_sum(self, metric: str) -> float:
+        """The sum of a metric's samples as the registry holds them now."""
+        return sum(
+            sample.value
+            for family in self.endpoint.registry.collect()
+            for sample in family.samples
+            if sample.name == metric
+        )
+
+
+@contextmanager
+def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator[LiveStack]:
+    """Start the endpoint and Prometheus, play the storyline, wait for the last scrape."""
+    with ExitStack() as stack:
+        endpoint = MetricsEndpoint()
+        stack.callback(endpoint.close)
+        prometheus = PrometheusServer(binary, workdir, endpoint.address, [RULES])
+        stack.callback(prometheus.stop)
+        prometheus.start()
+        # Service discovery hands over the target after about 5 s: start playing once scraped.
+        prometheus.wait_until(
+            functools.partial(_up, prometheus), "the first scrape of the endpoint", timeout=30.0
+        )
+        workload = Workload(endpoint.registry)
+        start, end = workload.run(seconds)
+        live = LiveStack(prometheus, endpoint, workload, start, end)
+        calls = live.sample_sum("retrymw_calls_total")
+        # The workload has stopped: once a scrape has seen every call, Prometheus is complete.
+        prometheus.wait_until(
+            functools.partial(_scraped, prometheus, calls),
+            f"a scrape with all {calls:g} calls",
+            timeout=20.0,
+        )
+        yield live
+
+
+def _scraped(prometheus: PrometheusServer, calls: float) -> bool:
+    result = prometheus.query("sum(retrymw_calls_total)")
+    return bool(result) and float(result[0]["value"][1]) >= calls
+
+
+def _up(prometheus: PrometheusServer) -> bool:
+    return bool(prometheus.query(f'up{{job="{JOB}"}} == 1'))
