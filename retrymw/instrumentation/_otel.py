@@ -182,6 +182,7 @@ class OpenTelemetryInstrument(Instrument):
         self._tracing = False
         self._metering = False
         self._tracing_idle_until = self._metering_idle_until = float("-inf")
+        self._idle_until = float("-inf")  # the earlier of the two: one comparison per call
         # This instrument's current call and attempt scopes (not whatever span is current:
         # another instrument may have made its own span current inside ours).
         self._call: ContextVar[_Scope | None] = ContextVar("retrymw_otel_call", default=None)
@@ -196,9 +197,11 @@ class OpenTelemetryInstrument(Instrument):
         """
         if self._tracing or self._metering:
             return True
-        if time.monotonic() < min(self._tracing_idle_until, self._metering_idle_until):
+        if time.monotonic() < self._idle_until:
             return False
-        return self._traces() or self._meters()
+        listening = self._traces() or self._meters()
+        self._idle_until = min(self._tracing_idle_until, self._metering_idle_until)
+        return listening
 
     def _traces(self) -> bool:
         if self._tracing:
