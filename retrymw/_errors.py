@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CircuitOpenError", "ConfigError", "RetryBudgetExhausted", "RetrymwError"]
+__all__ = ["CircuitOpenError", "ConfigError", "RetryBudgetExhausted", "RetrymwError", "add_note"]
 
 
 class RetrymwError(Exception):
@@ -53,3 +53,16 @@ class CircuitOpenError(RetrymwError):
         super().__init__(f"circuit {circuit!r} is open{hint}")
         self.circuit = circuit
         self.retry_in = retry_in
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """Attach a PEP 678 note to ``error`` (``__notes__`` by hand on Python 3.10)."""
+    method = getattr(error, "add_note", None)
+    if method is not None:
+        method(note)
+    else:  # Python 3.10: the attribute PEP 678 defines, without the method.
+        notes = getattr(error, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = []
+            error.__notes__ = notes  # type: ignore[attr-defined]
+        notes.append(note)

@@ -17,7 +17,7 @@ import anyio
 
 from ._budget import RetryBudget
 from ._clock import SYSTEM_CLOCK, Clock, waits_disabled
-from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted
+from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted, add_note
 from ._events import (
     AttemptFinished,
     AttemptOutcome,
@@ -43,6 +43,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _DEFAULT: Any = object()
+_NOT_GIVEN: Any = object()
 
 _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "max_attempts": "exhausted",
@@ -172,14 +173,31 @@ class Retrier:
             return self._dispatch, self._plain
         return self._quiet
 
-    def _dispatch_for(self, first_error: Exception | None) -> Dispatch:
+    def _dispatch_for(self, resumed: bool) -> Dispatch:
         # A call resumed from the plain path ran its first attempt without the idle
         # instruments; it keeps going without them rather than reporting half a call.
-        if self._quiet is not None and first_error is not None:
+        if self._quiet is not None and resumed:
             return self._quiet[0]
         return self._current()[0]
 
-    def _is_plain(self, policy: RetryPolicy, dispatch: Dispatch) -> bool:
+    def plain_first_attempt(self, policy: RetryPolicy) -> bool:
+        """Whether a call under ``policy`` starting now may run its first attempt bare.
+
+        True when no instrument observes calls or attempts, no breaker admits them, and the
+        policy bounds no attempt in time. A front door that checks results itself (the httpx
+        transport) then runs the first attempt directly and hands it to `execute_async` /
+        `execute_sync` through ``first_result`` / ``first_error`` only when it needs a retry.
+        """
+        return self._is_plain(policy, self._current()[0], results_checked=True)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this retrier reads and sleeps on."""
+        return self._clock
+
+    def _is_plain(
+        self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
+    ) -> bool:
         # The plain path runs the first attempt with no bookkeeping at all; anything that must
         # observe or bound that first attempt sends calls down the full path instead.
         return not (
@@ -190,7 +208,9 @@ class Retrier:
             or self._breakers is not None
             or policy.timeout is not None
             or policy.deadline is not None
-            or (policy.retry_on is not None and policy.retry_on.uses_results)
+            or (
+                not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
+            )
         )
 
     @property
@@ -312,13 +332,14 @@ class Retrier:
         adapter: AttemptAdapter | None = None,
         request: object = None,
         first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
         Front doors use this directly: ``target`` labels telemetry and keys the breaker
         (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
-        ``adapter`` refines outcomes, and ``first_error`` resumes a call whose first attempt
-        already failed on the plain path.
+        ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
+        whose first attempt already ran on the plain path (see `plain_first_attempt`).
         """
         run = _Run(
             self,
@@ -327,12 +348,12 @@ class Retrier:
             target,
             adapter,
             request,
-            self._dispatch_for(first_error),
+            self._dispatch_for(first_error is not None or first_result is not _NOT_GIVEN),
         )
         sleep = self._clock.sleep
         try:
-            if first_error is not None:
-                delay = run.resume_after(first_error)
+            if first_error is not None or first_result is not _NOT_GIVEN:
+                delay = run.resume_after(None if first_error else first_result, first_error)
             else:
                 run.begin()
                 delay = 0.0
@@ -372,6 +393,7 @@ class Retrier:
         adapter: AttemptAdapter | None = None,
         request: object = None,
         first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
     ) -> T:
         """Sync twin of `execute_async`: same `_Run`, blocking sleeps, no attempt timeout."""
         run = _Run(
@@ -381,12 +403,12 @@ class Retrier:
             target,
             adapter,
             request,
-            self._dispatch_for(first_error),
+            self._dispatch_for(first_error is not None or first_result is not _NOT_GIVEN),
         )
         sleep = self._clock.sleep_sync
         try:
-            if first_error is not None:
-                delay = run.resume_after(first_error)
+            if first_error is not None or first_result is not _NOT_GIVEN:
+                delay = run.resume_after(None if first_error else first_result, first_error)
             else:
                 run.begin()
                 delay = 0.0
@@ -484,17 +506,22 @@ class _Run:
                 ),
             )
 
-    def resume_after(self, error: Exception) -> float | None:
-        """Take over a call whose first attempt failed on the plain path (no hooks ran)."""
+    def resume_after(self, result: object, error: Exception | None) -> float | None:
+        """Take over a call whose first attempt ran on the plain path (no hooks ran)."""
         self.state.attempt = 1
-        return self.finish_attempt(None, error)
+        return self.finish_attempt(result, error)
 
     def start_attempt(self) -> bool:
         """Ask the breaker for admission and open the attempt; False ends the call."""
         breaker = self.breaker
         if breaker is not None:
             if not breaker.allow_request():
-                if self.state.attempt == 0:
+                if self.state.attempt == 0 or (
+                    self.adapter is not None and self.result is not None
+                ):
+                    # Before any attempt, or after the last result was already disposed of
+                    # (a closed response must not be returned): the call fails fast.
+                    self.result = None
                     self.outcome = "circuit_open"
                     self.error = CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
                     self.reason = "circuit_open"
@@ -630,7 +657,7 @@ class _Run:
             exhausted.__cause__ = error
             error = exhausted
         elif not isinstance(error, CircuitOpenError):
-            _add_note(
+            add_note(
                 error,
                 f"retrymw: gave up after attempt {self.state.attempt} of {policy.attempts} "
                 f"(policy {policy.name!r}): {_WHY[self.reason]} [{self.reason}]",
@@ -727,18 +754,6 @@ class _Run:
     def _budget_available(self) -> float | None:
         budget = self.retrier._budget
         return None if budget is None else budget.available()
-
-
-def _add_note(error: BaseException, note: str) -> None:
-    add_note = getattr(error, "add_note", None)
-    if add_note is not None:
-        add_note(note)
-    else:  # Python 3.10: the attribute PEP 678 defines, without the method.
-        notes = getattr(error, "__notes__", None)
-        if not isinstance(notes, list):
-            notes = []
-            error.__notes__ = notes  # type: ignore[attr-defined]
-        notes.append(note)
 
 
 def retry(

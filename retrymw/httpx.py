@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 from ._budget import RetryBudget
 from ._clock import SYSTEM_CLOCK, Clock
-from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted
+from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted, add_note
 from ._http import (
     REPLAY_LIMIT,
     HttpExchange,
@@ -38,8 +38,7 @@ from ._http import (
     limit_sync_attempt,
 )
 from ._policy import RetryPolicy
-from ._retrier import _DEFAULT, Retrier, _add_note
-from .instrumentation import Instrument, default_instruments
+from ._retrier import _DEFAULT, _NOT_GIVEN, Retrier
 
 if TYPE_CHECKING:
     from ._breaker import CircuitBreaker
@@ -119,7 +118,7 @@ def _translate(error: Exception, request: httpx.Request, policy: RetryPolicy) ->
         return None
     new.__cause__ = error.__cause__ if isinstance(error, RetryBudgetExhausted) else error
     for note in getattr(error, "__notes__", ()):
-        _add_note(new, note)
+        add_note(new, note)
     return new
 
 
@@ -237,38 +236,10 @@ def _buffer_sync(request: httpx.Request, limit: int) -> bool:
 # -- transports --------------------------------------------------------------------------------
 
 
-def _observes_calls(instrument: object) -> bool:
-    # The hooks that see a call or an attempt begin: they must run before the first attempt.
-    return any(
-        getattr(type(instrument), hook, None) not in (None, getattr(Instrument, hook))
-        for hook in ("call_started", "attempt_started", "attempt_finished", "call_finished")
-    )
-
-
-def _replay_async(
-    first: httpx.Response, send: Callable[[], Awaitable[httpx.Response]]
-) -> Callable[[], Awaitable[httpx.Response]]:
-    """An attempt function that hands the engine ``first`` (already received), then sends."""
-    pending = [first]
-
-    async def attempt() -> httpx.Response:
-        return pending.pop() if pending else await send()
-
-    return attempt
-
-
-def _replay_sync(
-    first: httpx.Response, send: Callable[[], httpx.Response]
-) -> Callable[[], httpx.Response]:
-    """Sync twin of `_replay_async`."""
-    pending = [first]
-    return lambda: pending.pop() if pending else send()
-
-
 class _Core:
     """What both transports share: the retrier, the policies and the clock."""
 
-    __slots__ = ("clock", "plain", "resolver", "retrier")
+    __slots__ = ("clock", "resolver", "retrier")
 
     def __init__(
         self,
@@ -281,10 +252,6 @@ class _Core:
     ) -> None:
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self.resolver = PolicyResolver(http_policy(policy), policies)
-        instruments = tuple(default_instruments() if instruments is None else instruments)
-        # Like Retrier.call's plain path: with nobody observing calls or attempts and no breaker
-        # admitting them, a first attempt needs no bookkeeping (see `first_attempt`).
-        self.plain = breaker is None and not any(map(_observes_calls, instruments))
         self.retrier = Retrier(
             self.resolver.default,
             breaker=breaker,
@@ -308,8 +275,8 @@ class _Core:
         return policy, format_target(request.url.host, request.url.port)
 
     def first_attempt(self, policy: RetryPolicy) -> bool:
-        """Whether the first attempt may run outside the engine (it has no time limit)."""
-        return self.plain and policy.timeout is None and policy.deadline is None
+        """Whether the first attempt may run outside the engine (Retrier.plain_first_attempt)."""
+        return self.retrier.plain_first_attempt(policy)
 
     def succeeded(
         self, exchange: HttpExchange, response: httpx.Response, policy: RetryPolicy
@@ -387,8 +354,8 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
             core.clock, request, await _buffer_async(request, self.max_replay_body)
         )
         send = functools.partial(self._transport.handle_async_request, request)
-        attempt: Callable[[], Awaitable[httpx.Response]] = send
         first_error = None
+        first_result: object = _NOT_GIVEN
         if core.first_attempt(policy):
             try:
                 response = await send()
@@ -397,16 +364,17 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
             else:
                 if core.succeeded(exchange, response, policy):
                     return response
-                attempt = _replay_async(response, send)
+                first_result = response
         try:
             response = await core.retrier.execute_async(
-                attempt,
+                send,
                 operation=request.method,
                 target=target,
                 policy=policy,
                 adapter=exchange,
                 request=request,
                 first_error=first_error,
+                first_result=first_result,
             )
         except Exception as error:
             translated = _translate(error, request, policy)
@@ -476,6 +444,7 @@ class RetryTransport(httpx.BaseTransport):
         send = functools.partial(self._transport.handle_request, request)
         attempt = limit_sync_attempt(send, request, policy, core.clock)
         first_error = None
+        first_result: object = _NOT_GIVEN
         if core.first_attempt(policy):
             try:
                 response = send()
@@ -484,7 +453,7 @@ class RetryTransport(httpx.BaseTransport):
             else:
                 if core.succeeded(exchange, response, policy):
                     return response
-                attempt = _replay_sync(response, send)
+                first_result = response
         try:
             response = core.retrier.execute_sync(
                 attempt,
@@ -494,6 +463,7 @@ class RetryTransport(httpx.BaseTransport):
                 adapter=exchange,
                 request=request,
                 first_error=first_error,
+                first_result=first_result,
             )
         except Exception as error:
             translated = _translate(error, request, policy)
@@ -596,7 +566,7 @@ async def request(
             operation=built.method,
             target=format_target(built.url.host, built.url.port),
             policy=resolved,
-            adapter=_exchange(retrier._clock, built, replayable),
+            adapter=_exchange(retrier.clock, built, replayable),
             request=built,
         )
     except Exception as error:
@@ -628,11 +598,11 @@ def request_sync(
     send = functools.partial(client.send, built, **send_kwargs)
     try:
         response = retrier.execute_sync(
-            limit_sync_attempt(send, built, resolved, retrier._clock),
+            limit_sync_attempt(send, built, resolved, retrier.clock),
             operation=built.method,
             target=format_target(built.url.host, built.url.port),
             policy=resolved,
-            adapter=_exchange(retrier._clock, built, replayable),
+            adapter=_exchange(retrier.clock, built, replayable),
             request=built,
         )
     except Exception as error:

@@ -1074,3 +1074,39 @@ def test_sync_server_truncated_body_is_retried_by_the_helper(server: FlakyServer
     with httpx.Client() as client:
         response = request_sync(client, "GET", url, retrier=retrier)
     assert (response.content, response.extensions[ATTEMPTS_EXTENSION]) == (b"whole", 2)
+
+
+class TrippingClock(FakeClock):
+    """A fake clock whose sleep lets other traffic open the host's circuit meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trip: Callable[[], None] = lambda: None
+
+    def sleep_sync(self, seconds: float) -> None:
+        super().sleep_sync(seconds)
+        self.trip()
+
+
+def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed_response() -> None:
+    """A superseded response is closed before the sleep, so a rejection after it raises."""
+    clock = TrippingClock()
+    breaker = CircuitBreaker(
+        name="api", failure_threshold=5, failure_rate_threshold=None, clock=clock
+    )
+    transport = RetryTransport(
+        httpx.MockTransport(Script(503, 200)), breaker=breaker, clock=clock, instruments=()
+    )
+    registry = transport.retrier.breakers
+    assert registry is not None
+
+    def other_callers_fail() -> None:
+        host_breaker = registry.get("example.com")
+        while host_breaker.state == "closed":
+            assert host_breaker.allow_request()
+            host_breaker.record_failure()
+
+    clock.trip = other_callers_fail
+    with httpx.Client(transport=transport) as client, pytest.raises(TransportCircuitOpenError):
+        client.get("http://example.com/")
+    assert clock.sleeps == [1.0]
