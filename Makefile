@@ -31,7 +31,7 @@ pytest: $(STAMP)
 	$(BIN)/coverage report --fail-under=90
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md --readme README.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

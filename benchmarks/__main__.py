@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ._harness import Group, GroupResult, Settings, run_group
-from ._report import document, machine, markdown
+from ._report import document, machine, markdown, readme_section, replace_readme_section
 from ._targets import evaluate
 
 GroupFactory = Callable[[bool], list[Group]]
@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sample-ms", type=float, help="target duration of one sample (default 20, quick 2)"
     )
+    parser.add_argument(
+        "--readme",
+        metavar="PATH",
+        type=Path,
+        help="refresh the results block between the benchmark markers of this README",
+    )
     parser.add_argument("--list", action="store_true", help="list the groups and cases, then exit")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser
@@ -107,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report)
     if args.markdown is not None:
         args.markdown.write_text(report, encoding="utf-8")
+    if args.readme is not None:
+        section = readme_section(targets, info, command.replace(" --markdown PATH", ""))
+        text = args.readme.read_text(encoding="utf-8")
+        args.readme.write_text(replace_readme_section(text, section), encoding="utf-8")
     if args.json is not None:
         payload = document(results, targets, settings, info)
         args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")

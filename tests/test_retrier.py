@@ -674,3 +674,28 @@ async def test_resumed_plain_call_keeps_skipping_an_idle_instrument(clock: FakeC
     assert await retrier.call(flips) == "ok"
     assert idle.events == []
     assert clock.sleeps == [1.0]
+
+
+async def test_logging_keeps_one_line_per_retry(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A multi-line error message is cut to its first line; sub-second delays read in ms."""
+    retrier = Retrier(
+        RetryPolicy(attempts=2, initial_delay="135ms"),
+        clock=clock,
+        instruments=(LoggingInstrument(),),
+        budget=None,
+    )
+
+    async def noisy() -> str:
+        if not clock.sleeps:
+            raise ConnectionError("first line\nsecond line with details")
+        return "ok"
+
+    with caplog.at_level(logging.WARNING, logger="retrymw"):
+        assert await retrier.call(noisy) == "ok"
+    (message,) = [record.getMessage() for record in caplog.records]
+    assert (
+        message
+        == "retrymw: noisy attempt 1/2 failed with ConnectionError: first line; retrying in 135ms"
+    )

@@ -9,6 +9,8 @@ from ._base import Instrument
 
 __all__ = ["LoggingInstrument"]
 
+_MAX_MESSAGE = 200
+
 
 class LoggingInstrument(Instrument):
     """Logs retries, give-ups and breaker transitions through the standard `logging` module.
@@ -31,14 +33,18 @@ class LoggingInstrument(Instrument):
         """Log ``<operation> attempt k/n failed with <error>; retrying in <delay>``."""
         if not self.logger.isEnabledFor(logging.WARNING):
             return
-        hint = "" if event.retry_after is None else f" (server asked for {event.retry_after:g}s)"
+        hint = (
+            ""
+            if event.retry_after is None
+            else f" (server asked for {_seconds(event.retry_after)})"
+        )
         self.logger.warning(
-            "retrymw: %s attempt %d/%d failed with %s; retrying in %.3gs%s",
+            "retrymw: %s attempt %d/%d failed with %s; retrying in %s%s",
             _subject(event.operation, event.target),
             event.attempt,
             event.max_attempts,
             _describe(event.error_type, event.exception),
-            event.delay,
+            _seconds(event.delay),
             hint,
             extra={
                 "retrymw_policy": event.policy,
@@ -82,8 +88,15 @@ class LoggingInstrument(Instrument):
 def _describe(error_type: str, exception: BaseException | None) -> str:
     if exception is None:
         return f"status {error_type}" if error_type.isdigit() else error_type
-    text = str(exception)
+    # One line per retry: multi-line messages (httpx's status errors) keep their first line.
+    text = str(exception).strip().split("\n", 1)[0]
+    if len(text) > _MAX_MESSAGE:
+        text = text[: _MAX_MESSAGE - 1] + "…"
     return f"{error_type}: {text}" if text else error_type
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.3g}ms" if 0 < value < 1 else f"{value:.3g}s"
 
 
 def _subject(operation: str, target: str) -> str:
