@@ -28,7 +28,7 @@ pytest: $(STAMP)
 	rm -f .coverage .coverage.*
 	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
 	$(BIN)/coverage combine --quiet
-	$(BIN)/coverage report --fail-under=90
+	$(BIN)/coverage report --fail-under=95
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md --readme README.md $(BENCH_ARGS)

@@ -173,13 +173,6 @@ class Retrier:
             return self._dispatch, self._plain
         return self._quiet
 
-    def _dispatch_for(self, resumed: bool) -> Dispatch:
-        # A call resumed from the plain path ran its first attempt without the idle
-        # instruments; it keeps going without them rather than reporting half a call.
-        if self._quiet is not None and resumed:
-            return self._quiet[0]
-        return self._current()[0]
-
     def plain_first_attempt(self, policy: RetryPolicy) -> bool:
         """Whether a call under ``policy`` starting now may run its first attempt bare.
 
@@ -341,22 +334,12 @@ class Retrier:
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
         whose first attempt already ran on the plain path (see `plain_first_attempt`).
         """
-        run = _Run(
-            self,
-            policy or self.policy,
-            operation,
-            target,
-            adapter,
-            request,
-            self._dispatch_for(first_error is not None or first_result is not _NOT_GIVEN),
-        )
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = _Run(self, policy or self.policy, operation, target, adapter, request, dispatch)
         sleep = self._clock.sleep
         try:
-            if first_error is not None or first_result is not _NOT_GIVEN:
-                delay = run.resume_after(None if first_error else first_result, first_error)
-            else:
-                run.begin()
-                delay = 0.0
+            delay = run.open(resumed, first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:
@@ -396,22 +379,12 @@ class Retrier:
         first_result: object = _NOT_GIVEN,
     ) -> T:
         """Sync twin of `execute_async`: same `_Run`, blocking sleeps, no attempt timeout."""
-        run = _Run(
-            self,
-            policy or self.policy,
-            operation,
-            target,
-            adapter,
-            request,
-            self._dispatch_for(first_error is not None or first_result is not _NOT_GIVEN),
-        )
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = _Run(self, policy or self.policy, operation, target, adapter, request, dispatch)
         sleep = self._clock.sleep_sync
         try:
-            if first_error is not None or first_result is not _NOT_GIVEN:
-                delay = run.resume_after(None if first_error else first_result, first_error)
-            else:
-                run.begin()
-                delay = 0.0
+            delay = run.open(resumed, first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:
@@ -506,10 +479,18 @@ class _Run:
                 ),
             )
 
-    def resume_after(self, result: object, error: Exception | None) -> float | None:
-        """Take over a call whose first attempt ran on the plain path (no hooks ran)."""
+    def open(self, resumed: bool, result: object, error: Exception | None) -> float | None:
+        """Start the call; return the delay before the next attempt, or None if it is over.
+
+        A call ``resumed`` from the plain path already ran its first attempt, with no hooks:
+        it goes on from that attempt's ``result`` or ``error`` and keeps to the dispatch it
+        was given (the one without idle instruments), rather than reporting half a call.
+        """
+        if not resumed:
+            self.begin()
+            return 0.0
         self.state.attempt = 1
-        return self.finish_attempt(result, error)
+        return self.finish_attempt(None if error is not None else result, error)
 
     def start_attempt(self) -> bool:
         """Ask the breaker for admission and open the attempt; False ends the call."""
