@@ -1,4 +1,4 @@
-"""`CircuitBreaker` and its keyed `CircuitBreakerRegistry`.
+"""`CircuitBreaker`, and its keyed `CircuitBreakerRegistry` (re-exported from `_breaker_registry`).
 
 States: ``closed`` (everything passes), ``open`` (everything is rejected until the recovery
 timeout ends) and ``half_open`` (exactly ``half_open_max_calls`` probes at a time; the rest are
@@ -30,6 +30,9 @@ permit, so a straggler from the closed era can stand in for a probe). While clos
 `allow_request` is lock-free and so is `record_success` with a count-based window (an atomic
 counter step, folded into the window by the next failure); everything else takes a short lock,
 and listeners run after it is released.
+
+This module holds the state machine. The arguments are checked in `_breaker_settings` and the
+failure-rate windows are `_breaker_window`'s.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
 from typing import Any, final
 
+from ._breaker_registry import CircuitBreakerRegistry
+from ._breaker_settings import BreakerSettings, breaker_settings
+from ._breaker_window import CountWindow, TimeWindow
 from ._clock import SYSTEM_CLOCK, Clock
-from ._durations import parse_duration
-from ._errors import ConfigError
 from ._events import BreakerStateChanged, CircuitState
 
 __all__ = ["CircuitBreaker", "CircuitBreakerRegistry", "CircuitBreakerStatistics"]
@@ -53,7 +57,6 @@ __all__ = ["CircuitBreaker", "CircuitBreakerRegistry", "CircuitBreakerStatistics
 Listener = Callable[[BreakerStateChanged], None]
 
 _logger = logging.getLogger("retrymw")
-_TIME_SLOTS = 10  # buckets of a time-based window; its edge is accurate to window / 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,94 +90,6 @@ class CircuitBreakerStatistics:
     trips: int
     probes_in_flight: int
     retry_in: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Settings:
-    failure_threshold: int | None
-    failure_rate_threshold: float | None
-    window_size: int | None  # count-based window
-    window_duration: float | None  # time-based window
-    minimum_calls: int
-    recovery_timeout: float
-    max_recovery_timeout: float
-    recovery_jitter: float
-    half_open_max_calls: int
-    success_threshold: int
-
-
-class _CountWindow:
-    """The last ``size`` verdicts in a ring."""
-
-    __slots__ = ("_index", "_ring", "calls", "failures")
-
-    def __init__(self, size: int) -> None:
-        self._ring = bytearray(size)
-        self._index = 0
-        self.calls = 0
-        self.failures = 0
-
-    def add(self, failed: bool, clock: Clock) -> None:
-        ring, index = self._ring, self._index
-        if self.calls == len(ring):
-            self.failures -= ring[index]
-        else:
-            self.calls += 1
-        ring[index] = failed
-        self.failures += failed
-        self._index = (index + 1) % len(ring)
-
-    def add_successes(self, count: int) -> None:
-        """Push ``count`` successes at once (folded from the lock-free success counter)."""
-        ring = self._ring
-        if count >= len(ring):
-            ring[:] = bytes(len(ring))
-            self.calls, self.failures, self._index = len(ring), 0, 0
-            return
-        # count < size: overwrite the next `count` slots (wrapping), dropping their failures.
-        index, size = self._index, len(ring)
-        for _ in range(count):
-            if self.calls == size:
-                self.failures -= ring[index]
-            else:
-                self.calls += 1
-            ring[index] = 0
-            index = (index + 1) % size
-        self._index = index
-
-
-class _TimeWindow:
-    """Verdicts of the last ``duration`` seconds, in ``_TIME_SLOTS`` buckets."""
-
-    __slots__ = ("_calls", "_epoch", "_failures", "_width", "calls", "failures")
-
-    def __init__(self, duration: float) -> None:
-        self._width = duration / _TIME_SLOTS
-        self._calls = [0] * _TIME_SLOTS
-        self._failures = [0] * _TIME_SLOTS
-        self._epoch: int | None = None
-        self.calls = 0
-        self.failures = 0
-
-    def add(self, failed: bool, clock: Clock) -> None:
-        slot = self.expire(clock.now())
-        self._calls[slot] += 1
-        self._failures[slot] += failed
-        self.calls += 1
-        self.failures += failed
-
-    def expire(self, now: float) -> int:
-        """Drop the buckets older than the window; return the current bucket's index."""
-        epoch = math.floor(now / self._width)
-        if self._epoch is not None and epoch > self._epoch:
-            for step in range(1, min(epoch - self._epoch, _TIME_SLOTS) + 1):
-                slot = (self._epoch + step) % _TIME_SLOTS
-                self.calls -= self._calls[slot]
-                self.failures -= self._failures[slot]
-                self._calls[slot] = self._failures[slot] = 0
-        if self._epoch is None or epoch > self._epoch:
-            self._epoch = epoch
-        return self._epoch % _TIME_SLOTS
 
 
 @final
@@ -225,44 +140,24 @@ class CircuitBreaker:
         clock: Clock | None = None,
         rng: Random | None = None,
     ) -> None:
-        _require(bool(name) and isinstance(name, str), "name", name, "must be a non-empty string")
-        if failure_threshold is not None:
-            _positive_int(failure_threshold, "failure_threshold")
-        rate = failure_rate_threshold
-        if rate is not None:
-            _require(_number(rate) and 0.0 < rate <= 1.0, "failure_rate_threshold", rate, "(0, 1]")
-        either = failure_threshold is not None or rate is not None
-        _require(either, "failure_threshold", None, "and failure_rate_threshold are both None")
-        window_size, window_duration = _parse_window(window)
-        _positive_int(minimum_calls, "minimum_calls")
-        fits = window_size is None or minimum_calls <= window_size
-        _require(fits, "minimum_calls", minimum_calls, f"exceeds the window ({window_size})")
-        recovery = parse_duration(recovery_timeout, field="recovery_timeout")
-        longest = recovery
-        if max_recovery_timeout is not None:
-            longest = parse_duration(max_recovery_timeout, field="max_recovery_timeout")
-            problem = f"is below recovery_timeout ({recovery:g}s)"
-            _require(longest >= recovery, "max_recovery_timeout", max_recovery_timeout, problem)
-        jitter = recovery_jitter
-        _require(_number(jitter) and 0.0 <= jitter <= 1.0, "recovery_jitter", jitter, "[0, 1]")
-        settings = _Settings(
+        settings = breaker_settings(
+            name=name,
             failure_threshold=failure_threshold,
-            failure_rate_threshold=None if rate is None else float(rate),
-            window_size=window_size,
-            window_duration=window_duration,
+            recovery_timeout=recovery_timeout,
+            half_open_max_calls=half_open_max_calls,
+            success_threshold=success_threshold,
+            failure_rate_threshold=failure_rate_threshold,
+            window=window,
             minimum_calls=minimum_calls,
-            recovery_timeout=recovery,
-            max_recovery_timeout=longest,
-            recovery_jitter=float(jitter),
-            half_open_max_calls=_positive_int(half_open_max_calls, "half_open_max_calls"),
-            success_threshold=_positive_int(success_threshold, "success_threshold"),
+            max_recovery_timeout=max_recovery_timeout,
+            recovery_jitter=recovery_jitter,
         )
         self._setup(name, settings, clock if clock is not None else SYSTEM_CLOCK, rng, ())
 
     def _setup(
         self,
         name: str,
-        settings: _Settings,
+        settings: BreakerSettings,
         clock: Clock,
         rng: Random | None,
         listeners: tuple[Listener, ...],
@@ -287,12 +182,12 @@ class CircuitBreaker:
         self._pending = itertools.count()
         self._reads = self._folded = 0
 
-    def _new_window(self) -> _CountWindow | _TimeWindow:
+    def _new_window(self) -> CountWindow | TimeWindow:
         settings = self._settings
         if settings.window_size is not None:
-            return _CountWindow(settings.window_size)
+            return CountWindow(settings.window_size)
         assert settings.window_duration is not None
-        return _TimeWindow(settings.window_duration)
+        return TimeWindow(settings.window_duration)
 
     def clone(self, name: str) -> CircuitBreaker:
         """Return a fresh, closed breaker with these settings, clock, rng and listeners."""
@@ -409,7 +304,7 @@ class CircuitBreaker:
         with self._lock:
             self._fold()
             window = self._window
-            if isinstance(window, _TimeWindow):
+            if isinstance(window, TimeWindow):
                 window.expire(self._clock.now())
             calls, failures = window.calls, window.failures
             return CircuitBreakerStatistics(
@@ -454,7 +349,7 @@ class CircuitBreaker:
             self._successes += new
             if self._state == "closed":
                 self._consecutive = 0
-                assert isinstance(self._window, _CountWindow)
+                assert isinstance(self._window, CountWindow)
                 self._window.add_successes(new)
 
     def _move(self, state: CircuitState, now: float) -> BreakerStateChanged:
@@ -500,124 +395,3 @@ def _notify(listener: Listener, event: BreakerStateChanged) -> None:
     except Exception:
         # A listener is telemetry: it must never break the breaker or the call.
         _logger.exception("retrymw: breaker listener %r failed on %r", listener, event)
-
-
-@final
-class CircuitBreakerRegistry:
-    """One `CircuitBreaker` per key (host, operation), created from a template on first use.
-
-    Each breaker is a `CircuitBreaker.clone` of ``template`` named ``f"{template.name}:{key}"``,
-    with the template's listeners and ``listeners``. The template's own state is never used:
-    it only carries settings, so one template can serve several registries.
-
-    Overflow policy: the first ``max_keys`` keys get their own breaker for the registry's
-    lifetime; any later key shares one breaker named ``f"{template.name}:_other"``. Keys are
-    never evicted, because evicting an open breaker would forget that its dependency is down
-    and let a retry storm through, and because circuit names are telemetry labels: the label
-    set stays at most ``max_keys + 1`` values.
-
-    Args:
-        template: the breaker whose settings every keyed breaker copies.
-        max_keys: how many keys get their own breaker.
-        listeners: called on every transition of every keyed breaker.
-
-    .. versionadded:: 0.1
-    """
-
-    __slots__ = ("_breakers", "_listeners", "_lock", "_max_keys", "_other", "template")
-
-    def __init__(
-        self,
-        template: CircuitBreaker,
-        *,
-        max_keys: int = 1024,
-        listeners: Iterable[Listener] = (),
-    ) -> None:
-        if not isinstance(template, CircuitBreaker):
-            raise ConfigError("template", template, "must be a CircuitBreaker", "CircuitBreaker()")
-        self.template = template
-        self._max_keys = _positive_int(max_keys, "max_keys")
-        self._listeners = tuple(listeners)
-        self._breakers: dict[str, CircuitBreaker] = {}
-        self._other: CircuitBreaker | None = None
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> CircuitBreaker:
-        """Return the breaker for ``key``, creating it on first use."""
-        breaker = self._breakers.get(key)  # a dict read is atomic: no lock on the hot path
-        if breaker is not None:
-            return breaker
-        with self._lock:
-            breaker = self._breakers.get(key)
-            if breaker is not None:
-                return breaker
-            if len(self._breakers) < self._max_keys:
-                breaker = self._breakers[key] = self._create(key)
-                return breaker
-            if self._other is None:
-                self._other = self._create("_other")
-            return self._other
-
-    def _create(self, key: str) -> CircuitBreaker:
-        breaker = self.template.clone(f"{self.template.name}:{key}")
-        for listener in self._listeners:
-            breaker.add_listener(listener)
-        return breaker
-
-    def statistics(self) -> dict[str, CircuitBreakerStatistics]:
-        """Return each breaker's snapshot by circuit name (``_other`` included once used)."""
-        with self._lock:
-            breakers = [*self._breakers.values(), *([self._other] if self._other else [])]
-        return {breaker.name: breaker.statistics() for breaker in breakers}
-
-    def __len__(self) -> int:
-        return len(self._breakers) + (self._other is not None)
-
-    def __repr__(self) -> str:
-        states = [breaker.state for breaker in list(self._breakers.values())]
-        return (
-            f"<CircuitBreakerRegistry {self.template.name!r} keys={len(self)}/{self._max_keys} "
-            f"open={states.count('open')} half_open={states.count('half_open')}>"
-        )
-
-
-_EXAMPLES = {
-    "name": '"payments"',
-    "failure_threshold": "20",
-    "failure_rate_threshold": "0.5",
-    "minimum_calls": "50",
-    "max_recovery_timeout": '"5m"',
-    "recovery_jitter": "0.2",
-    "half_open_max_calls": "1",
-    "success_threshold": "1",
-    "window": '100 (calls) or "10s"',
-    "max_keys": "1024",
-}
-
-
-def _require(ok: bool, field: str, value: Any, problem: str) -> None:
-    if not ok:
-        if problem.startswith(("(", "[")):
-            problem = f"must be a number in {problem}"
-        raise ConfigError(field, value, problem, _EXAMPLES[field])
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _positive_int(value: Any, field: str) -> int:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    _require(ok, field, value, "must be an integer >= 1")
-    return int(value)
-
-
-def _parse_window(window: Any) -> tuple[int | None, float | None]:
-    """An int is a count-based window; a duration makes it time-based."""
-    if isinstance(window, float):
-        _require(False, "window", window, "is ambiguous: use an int (calls) or a duration string")
-    if isinstance(window, int) and not isinstance(window, bool):
-        return _positive_int(window, "window"), None
-    duration = parse_duration(window, field="window")
-    _require(duration > 0.0, "window", window, "must be greater than zero")
-    return None, duration

@@ -6,20 +6,20 @@ Policy fields are those of `RetryPolicy` plus the spellings users bring from oth
 strategy to its options, including the legacy ``initial`` (``delay`` for ``fixed``) and
 ``multiplier`` (``base``). Durations are ``30s``, ``500ms``, ``2m30s``, ``1h30m`` or ``{secs,
 nanos}``; unlike the Python API, config rejects bare numbers, whose unit a reader must guess.
+
+Reading a file into data is `_config_file`'s; the way back, `to_mapping`, is `_config_dump`'s
+and re-exported here.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,6 +32,9 @@ from ._backoff import (
     FixedBackoff,
     LinearBackoff,
 )
+from ._config_dump import _BACKOFF, _MATCHER, to_mapping
+from ._config_dump import _backoff_form as _backoff_form  # noqa: PLC0414 - the CLI imports it here
+from ._config_file import _read as _read  # noqa: PLC0414 - the CLI imports it here too
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._matchers import Matcher, compile_matcher
@@ -66,8 +69,6 @@ _COMPONENT_DURATIONS = {
     "budgets": ("window",),
 }
 _DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
-_BACKOFF = '"exponential" or {exponential: {base: 3.0}}'
-_MATCHER = '["timeout", "network", "5xx", 429, {pattern: "reset by peer"}, {status: [502, 503]}]'
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,81 +205,6 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
     for note in notes:  # only once everything is valid, and pointing at our caller
         warnings.warn(note, UserWarning, stacklevel=2)
     return config
-
-
-def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
-    """Serialise ``policy`` into the canonical config form, which `load_config` reads back.
-
-    ``load_config(to_mapping(policy)).defaults == policy`` for every policy that config can
-    express. Fields that are off (``None``) are left out, so the result also suits TOML.
-
-    Raises:
-        ConfigError: the policy holds what config cannot express: a ``fallback``, a `Backoff`
-            class of one's own, or an exception class or predicate in ``retry_on``.
-
-    .. versionadded:: 0.1
-    """
-    if policy.on_failure == "fallback":
-        raise ConfigError("on_failure", "fallback", "has no config form", '"raise"')
-    result: dict[str, Any] = {
-        "name": policy.name,
-        "attempts": policy.attempts,
-        "backoff": _backoff_form(policy.backoff),
-        "initial_delay": _format_duration(policy.initial_delay),
-        "max_delay": _format_duration(policy.max_delay),
-        "jitter": policy.jitter or False,
-        "jitter_factor": policy.jitter_factor,
-        "on_failure": policy.on_failure,
-    }
-    for key in ("retry_budget", "timeout", "deadline"):
-        if getattr(policy, key) is not None:
-            result[key] = _format_duration(getattr(policy, key))
-    if policy.retry_on is not None:
-        result["retry_on"] = _matcher_form(policy.retry_on)
-    return result
-
-
-def _read(path: Path) -> Any:
-    suffix = path.suffix.lower()
-    if suffix not in (".yaml", ".yml", ".toml"):
-        raise ConfigError(str(path), path.name, "unknown config file type", "a .yaml or .toml file")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = error.object[error.start : error.end]
-        raise ConfigError(str(path), bad, "not UTF-8 text", "a UTF-8 file") from None
-    if suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - tomli is a dependency on 3.10 only
-            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            found = re.search(r"line (\d+)", str(error))
-            line = None if found is None else int(found[1])
-            raise _syntax_error(path, "TOML", str(error), text, line) from None
-    try:
-        import yaml
-    except ImportError:
-        message = "reading YAML config files needs PyYAML: pip install 'retrymw[yaml]'"
-        raise ImportError(message) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        message = getattr(error, "problem", None) or str(error)
-        raise _syntax_error(path, "YAML", message, text, mark and mark.line + 1) from None
-    return {} if data is None else data  # an empty or all-comment file
-
-
-def _syntax_error(path: Path, kind: str, message: str, text: str, line: int | None) -> ConfigError:
-    if line is None:
-        return ConfigError(str(path), path.name, f"not valid {kind}: {message}", f"valid {kind}")
-    lines = text.splitlines()
-    found = lines[line - 1].strip() if 1 <= line <= len(lines) else "<end of file>"
-    problem = f"not valid {kind} at line {line}: {message}"
-    return ConfigError(str(path), found, problem, f"valid {kind}")
 
 
 def _lookup(section: Mapping[str, _T], label: str, name: str) -> _T:
@@ -454,52 +380,3 @@ def _construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str)
         bad = next((key for key in kwargs if repr(key) in str(error)), None)
         where, value = (path, kwargs) if bad is None else (f"{path}.{bad}", kwargs[bad])
         raise ConfigError(where, value, f"rejected: {error}", "failure_threshold: 5") from None
-
-
-def _format_duration(seconds: float) -> str:
-    """Return readable duration text that parses back to exactly ``seconds``."""
-    text = f"{_plain(seconds)}s"  # repr() is the shortest decimal that float() maps back
-    if seconds == int(seconds):
-        hours, rest = divmod(int(seconds), 3600)
-        parts = zip((hours, *divmod(rest, 60)), "hms", strict=True)
-        text = "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
-    elif seconds < 1.0:
-        text = f"{_plain(round(seconds * 1000, 6))}ms"
-    return text if parse_duration(text) == seconds else f"{_plain(seconds)}s"
-
-
-def _plain(number: float) -> str:
-    return format(Decimal(repr(number)), "f").removesuffix(".0")
-
-
-def _backoff_form(backoff: Backoff) -> Any:
-    if isinstance(backoff, (FixedBackoff, FibonacciBackoff)):
-        return "fixed" if isinstance(backoff, FixedBackoff) else "fibonacci"
-    if isinstance(backoff, LinearBackoff):
-        if backoff.increment is None:
-            return "linear"
-        return {"linear": {"increment": _format_duration(backoff.increment)}}
-    if isinstance(backoff, ExponentialBackoff):
-        return "exponential" if backoff.base == 2.0 else {"exponential": {"base": backoff.base}}
-    if isinstance(backoff, CustomBackoff):
-        return {"custom": {"delays": [_format_duration(d) for d in backoff.delays]}}
-    raise ConfigError("backoff", backoff, "a Backoff of one's own has no config form", _BACKOFF)
-
-
-def _matcher_form(matcher: Matcher) -> list[Any]:
-    # A matcher's key records how it was built, so the config entries are read back from it.
-    kind, *args = matcher._key
-    entries: list[Any] = []
-    for key in args[0] if kind == "any" else (matcher._key,):
-        kind, *args = key
-        if kind in ("timeout", "network", "server_error", "rate_limit"):
-            entries.append(kind)
-        elif kind == "pattern":
-            entries.append({"pattern": args[0]})
-        elif kind == "status":
-            codes = sorted(args[0])
-            entries.append(codes[0] if len(codes) == 1 else {"status": codes})
-        else:
-            problem = "exception classes, predicates, & and ~ have no config form"
-            raise ConfigError("retry_on", matcher, problem, _MATCHER)
-    return entries

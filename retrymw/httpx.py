@@ -16,7 +16,7 @@ the body cannot be retried there; `request` and `request_sync` retry the whole e
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -27,21 +27,25 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 from ._budget import RetryBudget
 from ._clock import SYSTEM_CLOCK, Clock
-from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted, add_note
-from ._http import (
-    REPLAY_LIMIT,
-    HttpExchange,
-    PolicyResolver,
-    content_length,
-    format_target,
-    http_policy,
-    limit_sync_attempt,
+from ._errors import ConfigError
+from ._http import REPLAY_LIMIT, PolicyResolver, format_target, http_policy, limit_sync_attempt
+from ._httpx_body import buffer_async, buffer_sync
+from ._httpx_client import HELPER_EXTENSION, request, request_sync
+from ._httpx_exchange import (
+    ATTEMPTS_EXTENSION,
+    AttemptTimeoutError,
+    TransportCircuitOpenError,
+    TransportRetryBudgetExhausted,
+    build_exchange,
+    checked,
+    translate,
 )
 from ._policy import RetryPolicy
 from ._retrier import _DEFAULT, _NOT_GIVEN, Retrier
 
 if TYPE_CHECKING:
     from ._breaker import CircuitBreaker
+    from ._http import HttpExchange
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -55,185 +59,8 @@ __all__ = [
     "request_sync",
 ]
 
-#: ``response.extensions`` key holding the number of attempts that produced the response.
-ATTEMPTS_EXTENSION: Final = "retrymw.attempts"
 #: ``request.extensions`` key selecting a policy for one request.
 POLICY_EXTENSION: Final = "retrymw"
-# Set by the client helpers on their requests, so that a retrying transport below refuses them.
-_HELPER_EXTENSION: Final = "retrymw.client_helper"
-# Errors proving that no byte of the request reached the server: safe to resend for any method.
-_NEVER_SENT: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-)
-
-
-class TransportCircuitOpenError(CircuitOpenError, httpx.TransportError):
-    """The breaker rejected a request: a `CircuitOpenError` that is also an httpx error."""
-
-    def __init__(
-        self, circuit: str, *, retry_in: float | None = None, request: httpx.Request
-    ) -> None:
-        super().__init__(circuit, retry_in=retry_in)
-        self.request = request
-
-
-class TransportRetryBudgetExhausted(RetryBudgetExhausted, httpx.TransportError):
-    """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx error."""
-
-    def __init__(
-        self, message: str, *, attempts: int, delay_so_far: float, request: httpx.Request
-    ) -> None:
-        super().__init__(message, attempts=attempts, delay_so_far=delay_so_far)
-        self.request = request
-
-
-class AttemptTimeoutError(httpx.TimeoutException, TimeoutError):
-    """An async attempt outlived the policy's ``timeout`` (or ``deadline``) and was cancelled."""
-
-
-def _translate(error: Exception, request: httpx.Request, policy: RetryPolicy) -> Exception | None:
-    """Make the engine's own errors httpx errors, so ``except httpx.HTTPError`` catches them.
-
-    Returns ``None`` for every other error, which is re-raised unchanged.
-    """
-    new: Exception
-    if isinstance(error, httpx.HTTPError):
-        return None
-    if isinstance(error, CircuitOpenError):
-        new = TransportCircuitOpenError(error.circuit, retry_in=error.retry_in, request=request)
-    elif isinstance(error, RetryBudgetExhausted):
-        new = TransportRetryBudgetExhausted(
-            str(error), attempts=error.attempts, delay_so_far=error.delay_so_far, request=request
-        )
-    elif type(error) is TimeoutError and (policy.timeout or policy.deadline):
-        # anyio.fail_after's error, raised by the engine around the attempt.
-        new = AttemptTimeoutError(
-            f"attempt cancelled by the policy's timeout ({policy.timeout}s) "
-            f"or deadline ({policy.deadline}s)",
-            request=request,
-        )
-    else:
-        return None
-    new.__cause__ = error.__cause__ if isinstance(error, RetryBudgetExhausted) else error
-    for note in getattr(error, "__notes__", ()):
-        add_note(new, note)
-    return new
-
-
-def _checked(response: object, policy: RetryPolicy) -> httpx.Response:
-    if not isinstance(response, httpx.Response):  # only a policy fallback can return this
-        raise TypeError(
-            f"policy {policy.name!r}: on_failure='fallback' must return an httpx.Response, "
-            f"got {type(response).__qualname__}"
-        )
-    return response
-
-
-def _exchange(clock: Clock, request: httpx.Request, replayable: bool) -> HttpExchange:
-    return HttpExchange(
-        clock,
-        request,
-        replayable=replayable,
-        never_sent=_NEVER_SENT,
-        attempts_key=ATTEMPTS_EXTENSION,
-    )
-
-
-# -- request bodies ----------------------------------------------------------------------------
-
-
-def _replayable(request: httpx.Request, limit: int) -> bool | None:
-    """True if the body is in memory already, False if too long to buffer, else ``None``."""
-    try:
-        _ = request.content
-    except httpx.RequestNotRead:
-        length = content_length(request.headers.get("content-length"))
-        return None if length is None or length <= limit else False
-    return True
-
-
-class _Rest(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body read in part: the chunks read so far, then the rest or the reading error, once."""
-
-    def __init__(self, head: list[bytes], rest: Any, error: Exception | None) -> None:
-        self._head, self._rest, self._error = head, rest, error
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._head
-        if self._error is not None:
-            raise self._error
-        yield from self._rest
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._head:
-            yield chunk
-        if self._error is not None:
-            raise self._error
-        async for chunk in self._rest:
-            yield chunk
-
-
-async def _buffer_async(request: httpx.Request, limit: int) -> bool:
-    """Make the body replayable like `httpx.Request.aread`, but bounded; False if it is not.
-
-    A body longer than ``limit``, or one whose reading fails, is sent once: the part already
-    read, then the rest of the stream (or the reading error, raised by the attempt).
-    """
-    replayable = _replayable(request, limit)
-    stream = request.stream
-    if replayable is not None or not isinstance(stream, httpx.AsyncByteStream):
-        return bool(replayable)
-    chunks: list[bytes] = []
-    size = 0
-    iterator = stream.__aiter__()
-    while True:
-        try:
-            chunk = await iterator.__anext__()
-        except StopAsyncIteration:
-            break
-        except Exception as error:
-            request.stream = _Rest(chunks, None, error)
-            return False
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            request.stream = _Rest(chunks, iterator, None)
-            return False
-    request.stream = httpx.ByteStream(b"".join(chunks))
-    await request.aread()
-    return True
-
-
-def _buffer_sync(request: httpx.Request, limit: int) -> bool:
-    """Sync twin of `_buffer_async`."""
-    replayable = _replayable(request, limit)
-    stream = request.stream
-    if replayable is not None or not isinstance(stream, httpx.SyncByteStream):
-        return bool(replayable)
-    chunks: list[bytes] = []
-    size = 0
-    iterator = iter(stream)
-    while True:
-        try:
-            chunk = next(iterator)
-        except StopIteration:
-            break
-        except Exception as error:
-            request.stream = _Rest(chunks, None, error)
-            return False
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            request.stream = _Rest(chunks, iterator, None)
-            return False
-    request.stream = httpx.ByteStream(b"".join(chunks))
-    request.read()
-    return True
-
-
-# -- transports --------------------------------------------------------------------------------
 
 
 class _Core:
@@ -263,7 +90,7 @@ class _Core:
     def prepare(self, request: httpx.Request) -> tuple[RetryPolicy, str]:
         """Return the request's policy and target; refuse a request from a client helper."""
         extensions = request.extensions
-        if extensions.get(_HELPER_EXTENSION):
+        if extensions.get(HELPER_EXTENSION):
             raise ConfigError(
                 "client",
                 request,
@@ -350,8 +177,8 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
         policy, target = core.prepare(request)
-        exchange = _exchange(
-            core.clock, request, await _buffer_async(request, self.max_replay_body)
+        exchange = build_exchange(
+            core.clock, request, await buffer_async(request, self.max_replay_body)
         )
         send = functools.partial(self._transport.handle_async_request, request)
         first_error = None
@@ -377,11 +204,11 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
                 first_result=first_result,
             )
         except Exception as error:
-            translated = _translate(error, request, policy)
+            translated = translate(error, request, policy)
             if translated is None:
                 raise
             raise translated from translated.__cause__
-        return _checked(response, policy)
+        return checked(response, policy)
 
     async def aclose(self) -> None:
         """Close the inner transport."""
@@ -439,7 +266,7 @@ class RetryTransport(httpx.BaseTransport):
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
         policy, target = core.prepare(request)
-        exchange = _exchange(core.clock, request, _buffer_sync(request, self.max_replay_body))
+        exchange = build_exchange(core.clock, request, buffer_sync(request, self.max_replay_body))
         extensions = request.extensions
         send = functools.partial(self._transport.handle_request, request)
         attempt = limit_sync_attempt(send, request, policy, core.clock)
@@ -466,13 +293,13 @@ class RetryTransport(httpx.BaseTransport):
                 first_result=first_result,
             )
         except Exception as error:
-            translated = _translate(error, request, policy)
+            translated = translate(error, request, policy)
             if translated is None:
                 raise
             raise translated from translated.__cause__
         finally:
             request.extensions = extensions
-        return _checked(response, policy)
+        return checked(response, policy)
 
     def close(self) -> None:
         """Close the inner transport."""
@@ -494,122 +321,9 @@ class RetryTransport(httpx.BaseTransport):
         return self._core.describe("RetryTransport", self._transport)
 
 
-# -- client-level helpers ----------------------------------------------------------------------
-
-_helper_retrier: Retrier | None = None
-
-
-def _helper_setup(
-    client: httpx.AsyncClient | httpx.Client,
-    method: str,
-    url: httpx.URL | str,
-    policy: RetryPolicy | None,
-    retrier: Retrier | None,
-    kwargs: dict[str, Any],
-) -> tuple[httpx.Request, dict[str, Any], Retrier, RetryPolicy]:
-    global _helper_retrier
-    if retrier is None:
-        if _helper_retrier is None:
-            _helper_retrier = Retrier(http_policy())
-        retrier = _helper_retrier
-    send_kwargs: dict[str, Any] = {
-        key: kwargs.pop(key) for key in ("auth", "follow_redirects") if key in kwargs
-    }
-    extensions = {**(kwargs.pop("extensions", None) or {}), _HELPER_EXTENSION: True}
-    built = client.build_request(method, url, extensions=extensions, **kwargs)
-    resolved = http_policy(policy if policy is not None else retrier.policy)
-    return built, send_kwargs, retrier, resolved
-
-
-async def request(
-    client: httpx.AsyncClient,
-    method: str,
-    url: httpx.URL | str,
-    *,
-    policy: RetryPolicy | None = None,
-    retrier: Retrier | None = None,
-    **kwargs: Any,
-) -> httpx.Response:
-    """Send a request with ``client`` and read its body, retrying the whole exchange.
-
-    Unlike the transport, this also retries errors raised while the body is read (a connection
-    dropped mid-body, a read timeout after the headers). The idempotency, replay and
-    ``Retry-After`` rules are the transport's.
-
-    Args:
-        client: an ``httpx.AsyncClient`` whose transport does not retry already.
-        method: the HTTP method.
-        url: the URL.
-        policy: the policy; the retrier's (or the HTTP default) when omitted.
-        retrier: the `Retrier` (budget, breaker, instruments, clock); a process-wide default
-            when omitted.
-        **kwargs: as for ``client.request`` (``content``, ``json``, ``headers``, ``auth``, ...).
-
-    Returns:
-        The final response, its body read.
-
-    Raises:
-        ConfigError: the client's transport already retries.
-
-    .. versionadded:: 0.1
-    """
-    built, send_kwargs, retrier, resolved = _helper_setup(
-        client, method, url, policy, retrier, kwargs
-    )
-    replayable = await _buffer_async(built, REPLAY_LIMIT)
-    send: Callable[[], Awaitable[httpx.Response]] = functools.partial(
-        client.send, built, **send_kwargs
-    )
-    try:
-        response = await retrier.execute_async(
-            send,
-            operation=built.method,
-            target=format_target(built.url.host, built.url.port),
-            policy=resolved,
-            adapter=_exchange(retrier.clock, built, replayable),
-            request=built,
-        )
-    except Exception as error:
-        translated = _translate(error, built, resolved)
-        if translated is None:
-            raise
-        raise translated from translated.__cause__
-    return _checked(response, resolved)
-
-
-def request_sync(
-    client: httpx.Client,
-    method: str,
-    url: httpx.URL | str,
-    *,
-    policy: RetryPolicy | None = None,
-    retrier: Retrier | None = None,
-    **kwargs: Any,
-) -> httpx.Response:
-    """Sync twin of `request`, for ``httpx.Client``.
-
-    .. versionadded:: 0.1
-    """
-    built, send_kwargs, retrier, resolved = _helper_setup(
-        client, method, url, policy, retrier, kwargs
-    )
-    replayable = _buffer_sync(built, REPLAY_LIMIT)
-    extensions = built.extensions
-    send = functools.partial(client.send, built, **send_kwargs)
-    try:
-        response = retrier.execute_sync(
-            limit_sync_attempt(send, built, resolved, retrier.clock),
-            operation=built.method,
-            target=format_target(built.url.host, built.url.port),
-            policy=resolved,
-            adapter=_exchange(retrier.clock, built, replayable),
-            request=built,
-        )
-    except Exception as error:
-        translated = _translate(error, built, resolved)
-        if translated is None:
-            raise
-        raise translated from translated.__cause__
-    finally:
-        built.extensions = extensions
-    return _checked(response, resolved)
+# Tracebacks, reprs and docs show `retrymw.httpx.request`, never the private module defining it.
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("retrymw._"):
+        _obj.__module__ = "retrymw.httpx"
+del _name, _obj

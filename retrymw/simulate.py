@@ -11,6 +11,8 @@ could not overlap; stepping the async driver's coroutines interleaves them exact
 Amplification and success rate count the calls that *arrive during the fault* (with all their
 attempts), so a healthy warm-up or recovery period does not dilute them.
 
+The table renderer and the jitter-spread measurement are `_simulate_report`'s, re-exported here.
+
     >>> from retrymw.simulate import Scenario, simulate
     >>> simulate(Scenario("outage", rate=10, duration=20, warmup=10)).amplification <= 1.1
     True
@@ -24,18 +26,18 @@ import heapq
 import math
 import random
 import statistics
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ._backoff import JitterKind
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._errors import CircuitOpenError, ConfigError
-from ._events import BreakerStateChanged, Outcome
-from ._policy import CallState, Retry, RetryPolicy
+from ._events import BreakerStateChanged
+from ._policy import RetryPolicy
 from ._retrier import Retrier
+from ._simulate_report import JitterSpread, jitter_spread, render_table
 from .testing import FakeClock
 
 __all__ = [
@@ -396,91 +398,12 @@ def suite(name: str | None = None) -> list[Scenario]:
     return groups[name]
 
 
-@dataclass(frozen=True, slots=True)
-class JitterSpread:
-    """How spread out one jitter kind's delays are once the cap binds.
-
-    Attributes:
-        kind: the jitter kind.
-        mean: mean delay in seconds.
-        cv: coefficient of variation (standard deviation / mean).
-        share_at_cap: share of draws exactly equal to ``max_delay``.
-    """
-
-    kind: JitterKind
-    mean: float
-    cv: float
-    share_at_cap: float
-
-
-def jitter_spread(
-    kind: JitterKind, *, retry: int = 10, draws: int = 20_000, seed: int = 0
-) -> JitterSpread:
-    """Draw the delay before retry ``retry`` through `RetryPolicy.decide` (1 s base, 30 s cap).
-
-    Each draw replays a whole call, so decorrelated jitter sees its real previous delays.
-    """
-    policy = RetryPolicy(attempts=retry + 1, jitter=kind, initial_delay=1.0, max_delay=30.0)
-    rng = random.Random(f"{seed}:{kind}")
-    error = SimulatedFailure()
-    delays = []
-    for _ in range(draws):
-        state = CallState(0.0)
-        for attempt in range(1, retry + 1):
-            state.attempt = attempt
-            decision = policy.decide(state, Outcome(attempt, 0.0, error), now=0.0, rng=rng)
-            assert isinstance(decision, Retry)
-            state.last_delay = decision.delay
-        delays.append(state.last_delay or 0.0)
-    mean = statistics.fmean(delays)
-    return JitterSpread(
-        kind=kind,
-        mean=mean,
-        cv=statistics.pstdev(delays) / mean if mean else 0.0,
-        share_at_cap=sum(delay == policy.max_delay for delay in delays) / draws,
-    )
-
-
-_HEADER: tuple[str, ...] = (
-    *("scenario", "calls", "amplif.", "success", "peak/100ms", "retries ok/denied"),
-    *("open", "to open", "recover"),
-)
-
-
-def render_table(results: Iterable[SimulationResult], *, markdown: bool = False) -> str:
-    """Render results as a plain-text (or Markdown) table, one scenario per line."""
-    rows = [_HEADER]
-    for result in results:
-        opened, recover = result.time_to_open, result.time_to_recover
-        rows.append(
-            (
-                result.scenario.name,
-                str(result.calls),
-                f"{result.amplification:.3f}",
-                f"{result.success_rate:.4f}",
-                str(result.peak_attempts_per_100ms),
-                f"{result.retries_admitted}/{result.retries_denied}",
-                f"{result.breaker_open_fraction:.1%}",
-                "-" if opened is None else f"{opened:.2f}s/{result.calls_to_open} calls",
-                "-" if recover is None else f"{recover:.2f}s",
-            )
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER))]
-    edge, gap = ("| ", " | ") if markdown else ("", "  ")
-    lines = [
-        edge
-        + gap.join(
-            cell.ljust(width) if column == 0 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
-        )
-        + edge[::-1]
-        for row in rows
-    ]
-    rule = [
-        ("-" * (width - 1) + ":") if column else "-" * width for column, width in enumerate(widths)
-    ]
-    lines.insert(1, edge + gap.join(rule if markdown else ["-" * w for w in widths]) + edge[::-1])
-    return "\n".join(line.rstrip() for line in lines)
+# Reprs and docs show `retrymw.simulate.render_table`, never the private module defining it.
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("retrymw._"):
+        _obj.__module__ = "retrymw.simulate"
+del _name, _obj
 
 
 if __name__ == "__main__":
