@@ -88,7 +88,7 @@ class RetryConfig:
     policies: Mapping[str, RetryPolicy] = field(default_factory=dict)
     breakers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # Breakers and budgets are stateful: every retrier built for a name must share one.
+    # Breakers, budgets and retriers are stateful: one of each per name, shared by every caller.
     _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
@@ -115,14 +115,15 @@ class RetryConfig:
         return self._shared_instance("budgets", name, RetryBudget)
 
     def retrier(self, name: str | None = None) -> Retrier:
-        """Build a `Retrier` for policy ``name`` (the defaults when ``None``).
+        """Return the `Retrier` for policy ``name`` (the defaults when ``None``).
 
-        The breaker and the budget named like the policy are used when configured; otherwise
-        the `Retrier` defaults apply (no breaker, a default budget).
+        It is built once per config and name and then shared, so every caller sees the same
+        circuit state and spends the same cross-call budget. The breaker and the budget named
+        like the policy are used when configured; otherwise the `Retrier` defaults apply (no
+        breaker, a default budget).
 
         Raises:
             KeyError: no such policy.
-            ConfigError: its breaker or budget rejects its options.
         """
         from ._retrier import Retrier
 
@@ -133,7 +134,12 @@ class RetryConfig:
             extra["breaker"] = self.breaker(key)
         if key in self.budgets:
             extra["budget"] = self.budget(key)
-        return Retrier(policy, **extra)
+        path = f"retriers.{'' if name is None else name}"
+        with self._lock:
+            if path not in self._shared:
+                self._shared[path] = Retrier(policy, **extra)
+            retrier: Retrier = self._shared[path]
+        return retrier
 
     def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
         kwargs = _lookup(getattr(self, section), section, name)
@@ -202,6 +208,12 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
         breakers=_components(top.get("breakers"), "breakers"),
         budgets=_components(top.get("budgets"), "budgets"),
     )
+    # Build every breaker and budget now, so a bad option is an error of load_config (with its
+    # path) and not of the first request that needs it. They are cached and shared anyway.
+    for name in config.breakers:
+        config.breaker(name)
+    for name in config.budgets:
+        config.budget(name)
     for note in notes:  # only once everything is valid, and pointing at our caller
         warnings.warn(note, UserWarning, stacklevel=2)
     return config

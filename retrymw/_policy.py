@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -18,7 +17,7 @@ from ._backoff import (
     backoff_from_name,
 )
 from ._durations import parse_duration
-from ._errors import ConfigError
+from ._errors import CircuitOpenError, ConfigError, RetrymwError
 from ._events import Outcome, RetryReason
 from ._matchers import Matcher, compile_matcher
 
@@ -161,10 +160,29 @@ class RetryPolicy:
             raise ConfigError("n", n, "must be an integer >= 1", "delay_for(1)")
         return self.backoff.delay(n, self.initial_delay, self.max_delay)
 
+    def attempt_limit(self, elapsed: float) -> float | None:
+        """The time an attempt starting ``elapsed`` seconds into the call may take.
+
+        That is the per-attempt ``timeout``, cut by what the ``deadline`` leaves; ``None`` when
+        neither is set.
+        """
+        if self.deadline is None:
+            return self.timeout
+        left = max(self.deadline - elapsed, 0.0)
+        return left if self.timeout is None else min(self.timeout, left)
+
     def matches(self, outcome: Outcome) -> bool:
-        """Return whether ``outcome`` is a retryable failure under ``retry_on``."""
+        """Return whether ``outcome`` is a retryable failure under ``retry_on``.
+
+        A breaker's `CircuitOpenError` is never retryable, and the implicit "any exception"
+        (no ``retry_on``) leaves out retrymw's own errors, so that an outer retrier does not
+        retry what an inner one already gave up on.
+        """
+        exception = outcome.exception
         if self.retry_on is None:
-            return outcome.exception is not None
+            return exception is not None and not isinstance(exception, RetrymwError)
+        if isinstance(exception, CircuitOpenError):
+            return False
         return self.retry_on(outcome)
 
     def decide(
@@ -278,4 +296,4 @@ def _optional_duration(value: Any, name: str, *, positive: bool) -> float | None
     seconds = parse_duration(value, field=name)
     if positive and seconds <= 0.0:
         raise ConfigError(name, value, "must be greater than zero (None disables it)", '"5s"')
-    return seconds if math.isfinite(seconds) else None
+    return seconds

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from random import Random
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import anyio
 
+from ._breaker import CircuitBreaker, CircuitBreakerRegistry
 from ._budget import RetryBudget
 from ._clock import SYSTEM_CLOCK, Clock, waits_disabled
 from ._errors import CircuitOpenError, ConfigError, RetryBudgetExhausted, add_note
@@ -32,10 +33,7 @@ from ._events import (
 )
 from ._matchers import status_of
 from ._policy import Accept, CallState, GiveUp, Retry, RetryPolicy
-from .instrumentation._base import NO_SCOPES, Dispatch
-
-if TYPE_CHECKING:
-    from ._breaker import CircuitBreaker, CircuitBreakerRegistry
+from .instrumentation._base import NO_SCOPES, Dispatch, Instrument
 
 __all__ = ["Retrier", "retry"]
 
@@ -55,6 +53,8 @@ _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "body_not_replayable": "failure",
     "retry_after_exceeds_limit": "failure",
 }
+
+_NOTE_PREFIX = "retrymw: gave up after attempt "
 
 _WHY: dict[RetryReason, str] = {
     "max_attempts": "no attempts left",
@@ -142,8 +142,7 @@ class Retrier:
         clock: Clock | None = None,
         rng: Random | None = None,
     ) -> None:
-        if policy is not None and not isinstance(policy, RetryPolicy):
-            raise ConfigError("policy", policy, "must be a RetryPolicy", "RetryPolicy(attempts=3)")
+        _check_arguments(policy, breaker, budget, instruments, clock, rng)
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._budget = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
@@ -154,8 +153,6 @@ class Retrier:
         self._dispatch = Dispatch(instruments)
         self._breakers: CircuitBreakerRegistry | None = None
         if breaker is not None:
-            from ._breaker import CircuitBreakerRegistry
-
             self._breakers = CircuitBreakerRegistry(
                 breaker, listeners=(self._dispatch.breaker_listener,)
             )
@@ -259,6 +256,9 @@ class Retrier:
 
             return run_async
 
+        if self.policy.timeout is not None:
+            raise _sync_timeout_error(self.policy.timeout)
+
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> Any:
             return self._call_sync(fn, args, kwargs, operation)
@@ -288,13 +288,7 @@ class Retrier:
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
-            raise ConfigError(
-                "timeout",
-                self.policy.timeout,
-                "cannot interrupt a synchronous function; set the timeout inside it "
-                "(socket or client timeout) or make it async",
-                "timeout=None",
-            )
+            raise _sync_timeout_error(self.policy.timeout)
         quiet = self._quiet
         plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
         if plain:
@@ -497,6 +491,8 @@ class _Run:
         breaker = self.breaker
         if breaker is not None:
             if not breaker.allow_request():
+                if self.state.attempt:
+                    self._deny("circuit_open", self._last_outcome())
                 if self.state.attempt == 0 or (
                     self.adapter is not None and self.result is not None
                 ):
@@ -506,8 +502,6 @@ class _Run:
                     self.outcome = "circuit_open"
                     self.error = CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
                     self.reason = "circuit_open"
-                else:
-                    self._deny("circuit_open", self._last_outcome())
                 return False
             self.admitted = True
         state = self.state
@@ -535,9 +529,7 @@ class _Run:
         policy = self.policy
         if policy.deadline is None:
             return policy.timeout
-        left = policy.deadline - (self.retrier._clock.now() - self.state.started_at)
-        left = max(left, 0.0)
-        return left if policy.timeout is None else min(policy.timeout, left)
+        return policy.attempt_limit(self.retrier._clock.now() - self.state.started_at)
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""
@@ -627,6 +619,7 @@ class _Run:
         if self.reason is None:
             raise error
         policy = self.policy
+        last = error  # what a fallback receives, whatever is raised
         if self.reason == "budget_exhausted":
             exhausted = RetryBudgetExhausted(
                 f"Retry budget exhausted: {policy.retry_budget:g}s of backoff allowed, "
@@ -638,25 +631,34 @@ class _Run:
             exhausted.__cause__ = error
             error = exhausted
         elif not isinstance(error, CircuitOpenError):
+            # An exception object raised again and again (a module-level instance) keeps one
+            # retrymw note, the latest, instead of one per call.
+            notes = getattr(error, "__notes__", None)
+            if isinstance(notes, list):
+                notes[:] = [note for note in notes if not str(note).startswith(_NOTE_PREFIX)]
             add_note(
                 error,
-                f"retrymw: gave up after attempt {self.state.attempt} of {policy.attempts} "
+                f"{_NOTE_PREFIX}{self.state.attempt} of {policy.attempts} "
                 f"(policy {policy.name!r}): {_WHY[self.reason]} [{self.reason}]",
             )
         if policy.on_failure == "continue":
             return None
         if policy.on_failure == "fallback" and policy.fallback is not None:
-            return policy.fallback(error)
+            return policy.fallback(last)
         raise error
 
     def abort(self, error: BaseException) -> None:
-        """The call is ending by cancellation or interruption: close everything, re-raise."""
+        """The call ends by an error outside the attempts: close everything; the caller re-raises.
+
+        Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are ``cancelled``; anything else
+        (a ``retry_on`` predicate or a fallback that raised) is a ``failure``.
+        """
         if self.breaker is not None and self.admitted:
             self.admitted = False
             self.breaker.release()
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
-        self.outcome = "cancelled"
+        self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
         self._emit_finished(error)
         self.call_scopes.exit(error)
 
@@ -735,6 +737,41 @@ class _Run:
     def _budget_available(self) -> float | None:
         budget = self.retrier._budget
         return None if budget is None else budget.available()
+
+
+def _sync_timeout_error(timeout: float) -> ConfigError:
+    return ConfigError(
+        "timeout",
+        timeout,
+        "cannot interrupt a synchronous function; set the timeout inside it "
+        "(socket or client timeout) or make it async",
+        "timeout=None",
+    )
+
+
+def _check_arguments(
+    policy: object, breaker: object, budget: object, instruments: object, clock: object, rng: object
+) -> None:
+    """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
+    checks = (
+        ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
+        ("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")'),
+        ("budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"),
+        ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
+        ("rng", rng, Random, "random.Random(42)"),
+    )
+    for name, value, kind, example in checks:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(name, value, f"must be a {kind.__name__} or None", example)
+    if instruments is not None and (
+        isinstance(instruments, (str, bytes, Instrument)) or not isinstance(instruments, Iterable)
+    ):
+        raise ConfigError(
+            "instruments",
+            instruments,
+            "must be an iterable of instruments",
+            "(LoggingInstrument(),)",
+        )
 
 
 def retry(

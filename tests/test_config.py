@@ -23,7 +23,7 @@ from retrymw._backoff import (
     LinearBackoff,
 )
 from retrymw._config import RetryConfig, load_config, to_mapping
-from retrymw._errors import ConfigError
+from retrymw._errors import CircuitOpenError, ConfigError
 from retrymw._matchers import compile_matcher, on_exception, on_status
 from retrymw._policy import RetryPolicy
 
@@ -569,10 +569,9 @@ def fake_breaker(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_breaker_construction_errors_name_the_option(
     options: dict[str, Any], field: str, fragment: str
 ) -> None:
-    """Unknown options, TypeErrors and ConfigErrors of the constructor name the breaker option."""
-    config = load_config({"breakers": {"db": options}})
+    """Bad breaker options fail load_config itself, naming the breaker option."""
     with pytest.raises(ConfigError) as caught:
-        config.breaker("db")
+        load_config({"breakers": {"db": options}})
     assert caught.value.field == field
     assert fragment in str(caught.value)
 
@@ -1009,3 +1008,44 @@ def test_round_trip_through_a_yaml_file(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump({"policies": {"api": to_mapping(policy)}}), encoding="utf-8")
     assert load_config(path).policy("api") == policy
+
+
+def test_retriers_are_shared_per_name_so_circuit_state_is_too() -> None:
+    """config.retrier(name) returns one Retrier per name: callers share its breaker state."""
+    config = load_config(
+        {
+            "policies": {"pay": {"attempts": 1}},
+            "breakers": {"pay": {"failure_threshold": 1, "failure_rate_threshold": None}},
+        }
+    )
+    first, second = config.retrier("pay"), config.retrier("pay")
+    assert first is second
+    assert config.retrier() is config.retrier()
+    assert config.retrier() is not first
+
+    def down() -> None:
+        raise ConnectionError("down")
+
+    with pytest.raises(ConnectionError):
+        first.call_sync(down)
+    with pytest.raises(CircuitOpenError):
+        second.call_sync(down)
+
+
+@pytest.mark.parametrize(
+    ("section", "options", "field"),
+    [
+        pytest.param("budgets", {"ratio": -1}, "budgets.x.ratio", id="budget-value"),
+        pytest.param("budgets", {"ration": 1}, "budgets.x.ration", id="budget-unknown"),
+        pytest.param(
+            "breakers", {"failur_threshold": 5}, "breakers.x.failur_threshold", id="breaker-unknown"
+        ),
+    ],
+)
+def test_bad_breaker_and_budget_options_fail_load_config(
+    section: str, options: dict[str, Any], field: str
+) -> None:
+    """Breakers and budgets are validated by load_config itself, not at first use."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({section: {"x": options}})
+    assert caught.value.field == field

@@ -87,3 +87,12 @@ def test_readme_block_runs(line: int, code: str, example_url: str, tmp_path: Pat
         check=False,
     )
     assert completed.returncode == 0, f"README.md line {line}:\n{completed.stderr}"
+
+
+def test_readme_has_no_unfilled_placeholders() -> None:
+    """The generated tables are in place and `make bench` has its block to refresh."""
+    text = README.read_text(encoding="utf-8")
+    assert "<!-- benchmarks:start -->" in text
+    assert "<!-- benchmarks:end -->" in text
+    for placeholder in ("BENCH_TABLE", "SIMULATOR_TABLE"):
+        assert placeholder not in text

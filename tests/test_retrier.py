@@ -30,6 +30,7 @@ from retrymw import (
     on_exception,
     retry,
 )
+from retrymw._errors import add_note
 from retrymw.instrumentation import Instrument, LoggingInstrument
 from retrymw.testing import FakeClock, RecordingInstrument, instant
 
@@ -699,3 +700,180 @@ async def test_logging_keeps_one_line_per_retry(
         message
         == "retrymw: noisy attempt 1/2 failed with ConnectionError: first line; retrying in 135ms"
     )
+
+
+# -- review fixes: argument checks, outcomes and notes ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        pytest.param({"policy": "fast"}, "policy", id="policy"),
+        pytest.param({"breaker": object()}, "breaker", id="breaker"),
+        pytest.param({"budget": "lots"}, "budget", id="budget"),
+        pytest.param({"clock": "monotonic"}, "clock", id="clock"),
+        pytest.param({"rng": 42}, "rng", id="rng"),
+        pytest.param({"instruments": LoggingInstrument()}, "instruments", id="single-instrument"),
+        pytest.param({"instruments": 3}, "instruments", id="not-iterable"),
+    ],
+)
+def test_wrong_argument_types_fail_at_construction(kwargs: dict[str, Any], field: str) -> None:
+    """A wrong argument is a ConfigError naming it when the Retrier is built, not mid-call."""
+    policy = kwargs.pop("policy", None)
+    with pytest.raises(ConfigError) as caught:
+        Retrier(policy, **kwargs)
+    assert caught.value.field == field
+    assert "expected e.g." in str(caught.value)
+
+
+def test_sync_function_with_timeout_is_refused_when_decorated(clock: FakeClock) -> None:
+    """Decorating a sync function under a timeout policy fails at once, not on every call."""
+    retrier = make(clock, timeout="1s")
+    with pytest.raises(ConfigError, match="cannot interrupt a synchronous function"):
+        retrier(lambda: None)
+
+
+async def test_fallback_receives_the_last_error_when_the_budget_runs_out(clock: FakeClock) -> None:
+    """With retry_budget exhausted, the fallback gets the last exception, not the wrapper."""
+    seen: list[BaseException] = []
+    last = ConnectionError("last")
+    retrier = make(
+        clock, attempts=5, retry_budget="2s", on_failure="fallback", fallback=seen.append
+    )
+    await retrier.call(Flaky(ConnectionError("first"), last))
+    assert seen == [last]
+
+
+async def test_a_raising_predicate_is_a_failure_not_a_cancellation(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """An error raised by retry_on itself propagates and the call is counted as a failure."""
+
+    def broken(outcome: Any) -> bool:
+        raise RuntimeError("predicate bug")
+
+    retrier = Retrier(
+        RetryPolicy(retry_on=broken), clock=clock, instruments=(recorder,), budget=None
+    )
+    with pytest.raises(RuntimeError, match="predicate bug"):
+        await retrier.call(Flaky(ConnectionError()))
+    assert [event.outcome for event in recorder.of_type(CallFinished)] == ["failure"]
+
+
+async def test_an_outer_retrier_does_not_retry_an_inner_circuit_open_error(
+    clock: FakeClock,
+) -> None:
+    """CircuitOpenError from an inner layer is final, even for a retry-anything policy."""
+    inner = Retrier(
+        RetryPolicy(attempts=1),
+        breaker=CircuitBreaker(failure_threshold=1, failure_rate_threshold=None, clock=clock),
+        clock=clock,
+        instruments=(),
+        budget=None,
+    )
+
+    async def dead() -> None:
+        raise ConnectionError("down")
+
+    with pytest.raises(ConnectionError):
+        await inner.call(dead)
+    calls = 0
+
+    async def through_inner() -> None:
+        nonlocal calls
+        calls += 1
+        await inner.call(dead)
+
+    for retry_on in (None, on_exception(Exception)):
+        calls = 0
+        with pytest.raises(CircuitOpenError):
+            await make(clock, attempts=5, retry_on=retry_on).call(through_inner)
+        assert calls == 1
+
+
+async def test_implicit_retry_anything_leaves_out_retrymw_errors(clock: FakeClock) -> None:
+    """Without retry_on, retrymw's own errors (e.g. RetryBudgetExhausted) are not retried."""
+    fn = Flaky(RetryBudgetExhausted("inner gave up", attempts=2, delay_so_far=1.0))
+    with pytest.raises(RetryBudgetExhausted):
+        await make(clock, attempts=4).call(fn)
+    assert fn.calls == 1
+
+
+async def test_a_reused_exception_object_keeps_one_retrymw_note(clock: FakeClock) -> None:
+    """An exception instance raised by many calls carries the latest retrymw note only."""
+    shared = ConnectionError("always the same object")
+
+    async def fails() -> None:
+        raise shared
+
+    add_note(shared, "the caller's own note")
+    retrier = make(clock, attempts=2)
+    for _ in range(3):
+        with pytest.raises(ConnectionError):
+            await retrier.call(fails)
+    notes = getattr(shared, "__notes__", [])
+    assert notes[0] == "the caller's own note"
+    assert len(notes) == 2
+    assert notes[1].startswith("retrymw: gave up after attempt 2 of 2")
+
+
+class RaisingListener(Switchable):
+    def listening(self) -> bool:
+        raise RuntimeError("listening bug")
+
+
+async def test_an_instrument_whose_listening_raises_is_disabled_once(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """listening() failures are isolated like any hook: logged once, instrument disabled."""
+    broken = RaisingListener()
+    retrier = Retrier(RetryPolicy(), clock=clock, instruments=(broken,), budget=None)
+    with caplog.at_level(logging.ERROR, logger="retrymw"):
+        for _ in range(3):
+            assert await retrier.call(Flaky()) == "ok"
+    assert len([r for r in caplog.records if "has been disabled" in r.getMessage()]) == 1
+    assert broken.events == []
+
+
+class TrippingAsyncClock(FakeClock):
+    """Its sleep lets other traffic open the circuit meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during_sleep: list[Any] = []
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds)
+        for action in self.during_sleep:
+            action()
+
+
+async def test_circuit_opening_during_the_backoff_is_a_reported_denial(
+    recorder: RecordingInstrument,
+) -> None:
+    """A breaker that opens during the sleep ends the call with a circuit_open denial."""
+    clock = TrippingAsyncClock()
+    breaker = CircuitBreaker(
+        name="db", failure_threshold=5, failure_rate_threshold=None, clock=clock
+    )
+    retrier = Retrier(
+        RetryPolicy(attempts=3), breaker=breaker, clock=clock, instruments=(recorder,), budget=None
+    )
+
+    def others_fail() -> None:
+        assert retrier.breakers is not None
+        shared = retrier.breakers.get("dead")
+        while shared.state == "closed":
+            assert shared.allow_request()
+            shared.record_failure()
+
+    clock.during_sleep.append(others_fail)
+
+    async def dead() -> None:
+        raise ConnectionError("down")
+
+    with pytest.raises(ConnectionError) as caught:
+        await retrier.call(dead)
+    assert "circuit_open" in getattr(caught.value, "__notes__", [""])[-1]
+    assert [event.reason for event in recorder.of_type(RetryDenied)] == ["circuit_open"]
+    assert recorder.of_type(CallFinished)[-1].outcome == "circuit_open"

@@ -144,7 +144,7 @@ def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
 class Dispatch:
     """Per-hook tables built once, so that hooks nobody implements cost nothing per call."""
 
-    __slots__ = (*HOOKS, "guards", "idle_checks", "instruments")
+    __slots__ = (*HOOKS, "guards", "idle_guards", "instruments")
 
     def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
         self.instruments = tuple(instruments)
@@ -158,8 +158,9 @@ class Dispatch:
         self.retry_denied = _table(guards, "retry_denied")
         self.call_finished = _table(guards, "call_finished")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
-        self.idle_checks = tuple(
-            guard.instrument.listening
+        # The guards of instruments that can be idle (they override `listening`).
+        self.idle_guards = tuple(
+            guard
             for guard in guards
             if getattr(type(guard.instrument), "listening", None)
             not in (None, Instrument.listening)
@@ -167,26 +168,21 @@ class Dispatch:
 
     def quiet(self) -> Dispatch | None:
         """The same dispatch without the instruments that can be idle; None if there are none."""
-        if not self.idle_checks:
+        if not self.idle_guards:
             return None
-        idle = {id(check.__self__) for check in self.idle_checks}
-        guards = [guard for guard in self.guards if id(guard.instrument) not in idle]
+        guards = [guard for guard in self.guards if guard not in self.idle_guards]
         return Dispatch([guard.instrument for guard in guards], guards=guards)
 
     def listening(self) -> bool:
-        """Whether any instrument that can be idle is listening now (never raises)."""
-        for check in self.idle_checks:
-            try:
-                if check():
-                    return True
-            except Exception:  # noqa: PERF203 - one misbehaving instrument must not stop the rest
-                logger.exception("retrymw: instrument %r raised in listening()", check)
+        """Whether any enabled instrument that can be idle is listening now (never raises)."""
+        for guard in self.idle_guards:
+            if guard.enabled:
+                try:
+                    if guard.instrument.listening():
+                        return True
+                except Exception:  # a failing instrument is disabled, not fatal
+                    guard.fail("listening")
         return False
-
-    @property
-    def active(self) -> bool:
-        """Whether any instrument implements any per-call hook."""
-        return any(getattr(self, hook) for hook in HOOKS if hook != "breaker_state_changed")
 
     @staticmethod
     def emit(hooks: tuple[Hook, ...], event: object) -> None:
