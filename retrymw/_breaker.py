@@ -23,21 +23,26 @@ Open periods can grow (``max_recovery_timeout``: doubled per consecutive trip) a
 (``recovery_jitter``: drawn from ``[d * (1 - j), d]``, so they stay jittered at the cap).
 
 The open→half_open transition happens lazily, at the first request or `state` read after the
-timeout, and its event carries that time. Verdicts are attributed to the state the breaker is
-in when they arrive: one for an attempt admitted while closed but reported after the circuit
-opened is ignored, and in half-open any verdict frees a probe slot (the interface carries no
-permit, so a straggler from the closed era can stand in for a probe). While closed,
-`allow_request` is lock-free and so is `record_success` with a count-based window (an atomic
-counter step, folded into the window by the next failure); everything else takes a short lock,
-and listeners run after it is released.
+timeout, and its event carries that time.
 
-This module holds the state machine. The arguments are checked in `_breaker_settings` and the
-failure-rate windows are `_breaker_window`'s.
+Only a probe's own verdict moves a half-open circuit. Each probe's permit is kept in the
+admitting task's or thread's context (`_breaker_probes`), where the retrier reports its
+verdict; a late verdict for an attempt admitted while closed, or in an earlier half-open
+period, finds none: it neither frees a slot nor closes or reopens the circuit, so at most
+``half_open_max_calls`` probes are ever in flight. Such verdicts still count in the totals,
+and change nothing else while open. While closed every verdict counts in the rules, whenever
+its attempt was admitted (a probe that outlives the closing, or a straggler from before a trip):
+telling them apart would cost every closed-state admission a context write, about doubling the
+lock-free hot path, and a straggler that outlived an open period is still a real outcome.
+
+While closed, `allow_request` is lock-free and so is `record_success` with a count-based window
+(one ``next()`` on a `LazyCount`, folded into the window by the next failure); everything else
+takes a short lock, and listeners run after it is released. The arguments are checked in
+`_breaker_settings`, the failure-rate windows are `_breaker_window`'s.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import threading
@@ -46,11 +51,13 @@ from dataclasses import dataclass
 from random import Random
 from typing import Any, final
 
+from ._breaker_probes import ProbeSlots
 from ._breaker_registry import CircuitBreakerRegistry
 from ._breaker_settings import BreakerSettings, breaker_settings
 from ._breaker_window import CountWindow, TimeWindow
 from ._clock import SYSTEM_CLOCK, Clock
 from ._events import BreakerStateChanged, CircuitState
+from ._lazy_count import LazyCount
 
 __all__ = ["CircuitBreaker", "CircuitBreakerRegistry", "CircuitBreakerStatistics"]
 
@@ -97,7 +104,9 @@ class CircuitBreaker:
     """A circuit breaker with a consecutive-failure rule, a failure-rate window and exact probes.
 
     See the module documentation for the rules and why the defaults hold. Durations accept
-    seconds, `timedelta` or strings such as ``"5s"``.
+    seconds, `timedelta` or strings such as ``"5s"``. Report each admitted attempt's verdict
+    from the task or thread that was admitted, as the retrier does: a probe is recognised by
+    its context, and one reported from elsewhere keeps its half-open slot.
 
     Args:
         name: the circuit's name, a bounded telemetry label.
@@ -171,7 +180,7 @@ class CircuitBreaker:
         self._state: CircuitState = "closed"
         self._window = self._new_window()
         self._consecutive = 0
-        self._probes = 0
+        self._probes = ProbeSlots()
         self._half_open_successes = 0
         self._reopen_at = 0.0
         self._streak = 0
@@ -179,8 +188,7 @@ class CircuitBreaker:
         # With a count-based window, successes while closed are only counted (lock-free) and
         # folded into the window under the lock by the next locked operation: see _fold().
         self._lazy = settings.window_size is not None
-        self._pending = itertools.count()
-        self._reads = self._folded = 0
+        self._pending = LazyCount()
 
     def _new_window(self) -> CountWindow | TimeWindow:
         settings = self._settings
@@ -219,17 +227,17 @@ class CircuitBreaker:
             events = self._check_recovery(self._clock.now())
             state = self._state
             admitted = state == "closed" or (
-                state == "half_open" and self._probes < self._settings.half_open_max_calls
+                state == "half_open" and len(self._probes) < self._settings.half_open_max_calls
             )
             if state == "half_open" and admitted:
-                self._probes += 1
+                self._probes.admit()
             elif not admitted:
                 self._rejected += 1
         self._emit(events)
         return admitted
 
     def record_success(self) -> None:
-        """Record that an admitted attempt succeeded (and free its probe slot)."""
+        """Record that an admitted attempt succeeded (a probe's success frees its slot)."""
         if self._lazy and self._state == "closed":  # the hot path: one atomic counter step
             next(self._pending)
             return
@@ -241,9 +249,8 @@ class CircuitBreaker:
                 self._consecutive = 0
                 self._window.add(False, self._clock)
                 return
-            if state != "half_open":
-                return
-            self._probes = max(0, self._probes - 1)
+            if state != "half_open" or not self._probes.finish():
+                return  # while open, or a verdict that is not this period's probe's
             self._half_open_successes += 1
             if self._half_open_successes < self._settings.success_threshold:
                 return
@@ -274,15 +281,15 @@ class CircuitBreaker:
                     and window.failures >= rate * window.calls
                 ):
                     events.append(self._trip(now))
-            elif state == "half_open":
+            elif state == "half_open" and self._probes.finish():
                 events.append(self._trip(self._clock.now()))
         self._emit(events)
 
     def release(self) -> None:
-        """An admitted attempt ended without a verdict (cancelled): free its probe slot."""
+        """An admitted attempt ended without a verdict (cancelled): a probe frees its slot."""
         with self._lock:
-            if self._state == "half_open" and self._probes > 0:
-                self._probes -= 1
+            if self._state == "half_open":
+                self._probes.finish()
 
     def retry_in(self) -> float | None:
         """Seconds until the next probe is allowed when open, else ``None``."""
@@ -320,7 +327,7 @@ class CircuitBreaker:
                 failures=self._failures,
                 rejected=self._rejected,
                 trips=self._trips,
-                probes_in_flight=self._probes,
+                probes_in_flight=len(self._probes),
                 retry_in=self.retry_in(),
             )
 
@@ -340,12 +347,8 @@ class CircuitBreaker:
         """Move the successes counted lock-free into the totals and, if closed, the window."""
         if not self._lazy:
             return
-        # Each read also consumes one value of the counter, so subtract the reads so far.
-        total = next(self._pending) - self._reads
-        self._reads += 1
-        new = total - self._folded
+        new = self._pending.take()
         if new:
-            self._folded = total
             self._successes += new
             if self._state == "closed":
                 self._consecutive = 0
@@ -356,7 +359,7 @@ class CircuitBreaker:
         self._fold()
         event = BreakerStateChanged(self.name, self._state, state, now)
         self._state = state
-        self._probes = 0
+        self._probes.clear()
         self._half_open_successes = 0
         if state == "closed":
             self._consecutive = 0

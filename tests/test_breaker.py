@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from retrymw import CircuitOpenError, Retrier, RetryPolicy
 from retrymw._breaker import CircuitBreaker, CircuitBreakerRegistry, CircuitBreakerStatistics
 from retrymw._errors import ConfigError
 from retrymw._events import BreakerStateChanged
@@ -33,6 +35,29 @@ def fail(breaker: CircuitBreaker, times: int) -> None:
     for _ in range(times):
         assert breaker.allow_request()
         breaker.record_failure()
+
+
+Verdict = Literal["success", "failure", "release"]
+
+
+class Attempt:
+    """One admitted attempt in its own context, as the retrier runs each in a task or thread."""
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self.breaker = breaker
+        self.context = contextvars.Context()
+
+    def admit(self) -> bool:
+        return self.context.run(self.breaker.allow_request)
+
+    def end(self, verdict: Verdict) -> None:
+        breaker = self.breaker
+        method = {
+            "success": breaker.record_success,
+            "failure": breaker.record_failure,
+            "release": breaker.release,
+        }[verdict]
+        self.context.run(method)
 
 
 def opened(clock: FakeClock, **kwargs: Any) -> CircuitBreaker:
@@ -196,6 +221,162 @@ def test_stale_verdicts_while_open_are_ignored(clock: FakeClock) -> None:
     breaker.release()
     stats = breaker.statistics()
     assert (stats.state, stats.trips, stats.retry_in) == ("open", 1, 5.0)
+
+
+@pytest.mark.parametrize("verdict", ["success", "failure", "release"])
+@pytest.mark.parametrize("success_threshold", [1, 2])
+def test_a_closed_era_verdict_in_half_open_moves_nothing(
+    clock: FakeClock, verdict: Verdict, success_threshold: int
+) -> None:
+    """A straggler admitted before the trip frees no probe slot and neither closes nor reopens."""
+    breaker = CircuitBreaker(clock=clock, failure_threshold=1, success_threshold=success_threshold)
+    straggler, tripper, probe, other = (Attempt(breaker) for _ in range(4))
+    assert straggler.admit()
+    assert tripper.admit()
+    tripper.end("failure")
+    clock.advance(5)
+    assert probe.admit()
+    assert not other.admit()
+    straggler.end(verdict)  # the late verdict of an attempt admitted while closed
+    stats = breaker.statistics()
+    assert (stats.state, stats.trips, stats.probes_in_flight) == ("half_open", 1, 1)
+    assert not other.admit()  # still only one probe in flight
+    probe.end("success")
+    assert state(breaker) == ("closed" if success_threshold == 1 else "half_open")
+    assert breaker.statistics().probes_in_flight == 0
+
+
+def test_a_verdict_from_an_earlier_half_open_period_is_stale(clock: FakeClock) -> None:
+    """A probe that outlives its half-open period cannot stand in for the next period's probe."""
+    breaker = CircuitBreaker(clock=clock, failure_threshold=1, half_open_max_calls=2)
+    assert breaker.allow_request()
+    breaker.record_failure()
+    clock.advance(5)
+    slow, failing, probe, other = (Attempt(breaker) for _ in range(4))
+    assert slow.admit()
+    assert failing.admit()
+    failing.end("failure")  # reopens; `slow` is still running
+    clock.advance(5)
+    assert probe.admit()
+    slow.end("success")
+    assert state(breaker) == "half_open"
+    assert breaker.statistics().probes_in_flight == 1
+    assert other.admit()  # the second slot was free all along, and is taken now
+    assert not Attempt(breaker).admit()
+    slow.end("failure")  # a second stray verdict changes nothing either
+    assert (state(breaker), breaker.statistics().trips) == ("half_open", 2)
+
+
+def test_a_straggler_that_outlives_a_whole_open_period_counts_once_closed(
+    clock: FakeClock,
+) -> None:
+    """Once the circuit closed again, a straggler's verdict counts in the closed-state rules."""
+    breaker = CircuitBreaker(clock=clock, failure_threshold=2, failure_rate_threshold=None)
+    straggler = Attempt(breaker)
+    assert straggler.admit()
+    fail(breaker, 2)
+    clock.advance(5)
+    assert breaker.allow_request()
+    breaker.record_success()
+    straggler.end("failure")
+    stats = breaker.statistics()
+    assert (stats.state, stats.consecutive_failures, stats.window_calls) == ("closed", 1, 1)
+
+
+def test_nested_probes_in_one_context_each_get_their_verdict(clock: FakeClock) -> None:
+    """An attempt that calls through the same breaker again: verdicts pair last-in first-out."""
+    breaker = opened(clock, half_open_max_calls=2, success_threshold=2)
+    clock.advance(5)
+    assert breaker.allow_request()  # the outer probe
+    assert breaker.allow_request()  # a probe nested inside it
+    assert not Attempt(breaker).admit()
+    breaker.record_success()
+    assert (state(breaker), breaker.statistics().probes_in_flight) == ("half_open", 1)
+    breaker.record_success()
+    assert state(breaker) == "closed"
+
+
+async def test_retrier_stragglers_cannot_stand_in_for_probes(clock: FakeClock) -> None:
+    """Through the real Retrier, a call admitted while closed that ends in half-open is stale."""
+    breaker = CircuitBreaker(name="db", clock=clock, failure_threshold=1)
+    seen: list[BreakerStateChanged] = []
+    breaker.add_listener(seen.append)
+    retrier = Retrier(RetryPolicy(attempts=1), breaker=breaker, clock=clock, budget=None)
+    straggling, probing = anyio.Event(), anyio.Event()
+    finish_straggler, finish_probe = anyio.Event(), anyio.Event()
+    results: list[str] = []
+
+    async def dependency(value: str, started: anyio.Event, finish: anyio.Event) -> str:
+        if not value:
+            raise ConnectionError("down")
+        started.set()
+        await finish.wait()
+        return value
+
+    async def call(value: str = "", started: Any = None, finish: Any = None) -> None:
+        try:
+            results.append(await retrier.call(dependency, value, started, finish))
+        except (CircuitOpenError, ConnectionError) as error:
+            results.append(type(error).__name__)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, "straggler", straggling, finish_straggler)
+        await straggling.wait()
+        await call()  # fails: opens the circuit
+        clock.advance(5)
+        group.start_soon(call, "probe", probing, finish_probe)
+        await probing.wait()
+        finish_straggler.set()
+        await anyio.wait_all_tasks_blocked()
+        await call()  # the probe is still in flight: rejected, not a second probe
+        assert retrier.breakers is not None
+        (stats,) = retrier.breakers.statistics().values()
+        assert (stats.state, stats.probes_in_flight) == ("half_open", 1)
+        finish_probe.set()
+    assert results == ["ConnectionError", "straggler", "CircuitOpenError", "probe"]
+    assert [event.state for event in seen] == ["open", "half_open", "closed"]
+
+
+def test_retrier_stragglers_in_threads_cannot_stand_in_for_probes(clock: FakeClock) -> None:
+    """The sync driver keeps each attempt's admission and verdict in its thread as well."""
+    breaker = CircuitBreaker(name="db", clock=clock, failure_threshold=1)
+    seen: list[BreakerStateChanged] = []
+    breaker.add_listener(seen.append)
+    retrier = Retrier(RetryPolicy(attempts=1), breaker=breaker, clock=clock, budget=None)
+    started = [threading.Event(), threading.Event()]
+    finish = [threading.Event(), threading.Event()]
+    results: list[str] = []
+
+    def dependency(index: int | None) -> str:
+        if index is None:
+            raise ConnectionError("down")
+        started[index].set()
+        assert finish[index].wait(timeout=10)
+        return f"slow{index}"
+
+    def call(index: int | None = None) -> None:
+        try:
+            results.append(retrier.call_sync(dependency, index))
+        except (CircuitOpenError, ConnectionError) as error:
+            results.append(type(error).__name__)
+
+    def run_in_thread(index: int) -> threading.Thread:
+        thread = threading.Thread(target=call, args=(index,))
+        thread.start()
+        assert started[index].wait(timeout=10)
+        return thread
+
+    straggler = run_in_thread(0)
+    call()  # fails: opens the circuit
+    clock.advance(5)
+    probe = run_in_thread(1)
+    finish[0].set()
+    straggler.join()
+    call()  # the probe is still in flight: rejected, not a second probe
+    finish[1].set()
+    probe.join()
+    assert results == ["ConnectionError", "slow0", "CircuitOpenError", "slow1"]
+    assert [event.state for event in seen] == ["open", "half_open", "closed"]
 
 
 def test_closing_starts_from_a_clean_window(clock: FakeClock) -> None:
@@ -526,13 +707,19 @@ def test_registry_validates(kwargs: dict[str, Any], field: str) -> None:
 
 
 class BreakerMachine(RuleBasedStateMachine):
-    """Random admissions, verdicts, releases and clock moves keep the state machine legal."""
+    """Random attempts, each in its own context, keep the state machine legal and probes exact.
+
+    The model tracks which attempts were admitted in the current half-open period itself,
+    from the transition events, rather than trusting the breaker's own probe counter.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
         self.events: list[BreakerStateChanged] = []
-        self.in_flight = 0
+        # Each admitted attempt without a verdict yet, with the half-open period it was admitted
+        # in (the index of that period's half_open event), or None if admitted while closed.
+        self.in_flight: list[tuple[Attempt, int | None]] = []
         self.probes = 1
         self.breaker = CircuitBreaker(clock=self.clock)
 
@@ -561,20 +748,39 @@ class BreakerMachine(RuleBasedStateMachine):
         self.breaker.add_listener(self.events.append)
         self.probes = probes
 
-    @rule()
-    def request(self) -> None:
-        self.in_flight += self.breaker.allow_request()
+    def period(self) -> int | None:
+        """The current half-open period (its event's index), or None when not half-open."""
+        if self.events and self.events[-1].state == "half_open":
+            return len(self.events) - 1
+        return None
 
-    @precondition(lambda self: self.in_flight > 0)
-    @rule(verdict=st.sampled_from(["success", "failure", "release"]))
-    def finish(self, verdict: str) -> None:
-        self.in_flight -= 1
-        if verdict == "success":
-            self.breaker.record_success()
+    def probes_now(self) -> int:
+        """Attempts admitted in the current half-open period and still without a verdict."""
+        period = self.period()
+        return sum(period is not None and admitted == period for _, admitted in self.in_flight)
+
+    @rule(arrivals=st.integers(1, 3))
+    def request(self, arrivals: int) -> None:
+        for _ in range(arrivals):
+            attempt = Attempt(self.breaker)
+            if attempt.admit():
+                self.in_flight.append((attempt, self.period()))
+            assert self.probes_now() <= self.probes
+
+    @precondition(lambda self: self.in_flight)
+    @rule(pick=st.integers(0, 10**6), verdict=st.sampled_from(["success", "failure", "release"]))
+    def finish(self, pick: int, verdict: Verdict) -> None:
+        attempt, admitted = self.in_flight.pop(pick % len(self.in_flight))
+        state(self.breaker)  # apply a due open→half_open transition before the verdict
+        period, seen = self.period(), len(self.events)
+        attempt.end(verdict)
+        if period is None:
+            return
+        if admitted != period or verdict == "release":
+            # Only this period's probes' verdicts may move a half-open circuit.
+            assert len(self.events) == seen
         elif verdict == "failure":
-            self.breaker.record_failure()
-        else:
-            self.breaker.release()
+            assert [event.state for event in self.events[seen:]] == ["open"]
 
     @rule(seconds=st.floats(0.0, 12.0))
     def wait(self, seconds: float) -> None:
@@ -601,7 +807,8 @@ class BreakerMachine(RuleBasedStateMachine):
         ):
             assert count >= 0
         assert stats.window_failures <= stats.window_calls
-        assert stats.probes_in_flight <= self.probes
+        assert self.probes_now() <= self.probes
+        assert stats.probes_in_flight == self.probes_now()
         assert stats.trips == sum(event.state == "open" for event in self.events)
         assert stats.retry_in is None or 0.0 <= stats.retry_in <= 10.0
 

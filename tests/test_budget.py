@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from retrymw._budget import RetryBudget, RetryBudgetStatistics
 from retrymw._errors import ConfigError
+from retrymw._lazy_count import LazyCount
 from retrymw.testing import FakeClock
 
 
@@ -138,6 +139,35 @@ def test_record_success_never_takes_the_lock(clock: FakeClock) -> None:
         assert done.wait(timeout=5.0)
     thread.join()
     assert budget.statistics().deposits == 1
+
+
+def test_lazy_count_gives_each_event_to_exactly_one_take() -> None:
+    """Threads adding while one reader takes: the takes add up to every add, none twice."""
+    count = LazyCount()
+    assert count.take() == 0
+    for _ in range(3):
+        next(count)
+    assert (count.take(), count.take(), count.taken) == (3, 0, 3)
+    barrier = threading.Barrier(5)
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(10_000):
+            next(count)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    taken = []
+    while any(thread.is_alive() for thread in threads):
+        taken.append(count.take())
+    for thread in threads:
+        thread.join()
+    taken.append(count.take())
+    assert sum(taken) == 40_000
+    assert all(value >= 0 for value in taken)
+    assert count.taken == 40_003
 
 
 def test_concurrent_threads_lose_no_deposit_and_overdraw_nothing(clock: FakeClock) -> None:
