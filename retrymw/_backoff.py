@@ -40,6 +40,7 @@ __all__ = [
     "LinearBackoff",
     "apply_jitter",
     "backoff_from_name",
+    "jitter_bounds",
 ]
 
 JitterKind = Literal["proportional", "full", "equal", "decorrelated"]
@@ -194,6 +195,45 @@ def backoff_from_name(name: str, *, field: str = "backoff") -> Backoff:
         ) from None
 
 
+def jitter_bounds(
+    kind: JitterKind,
+    delay: float,
+    *,
+    initial_delay: float,
+    max_delay: float,
+    factor: float,
+    previous: float,
+) -> tuple[float, float]:
+    """Return the range ``(low, high)`` that jitter of ``kind`` draws ``delay`` from.
+
+    `apply_jitter` draws from exactly this range and ``retrymw plan`` prints it, so the two
+    cannot disagree. Both ends lie within ``[0, max_delay]`` for a delay already capped.
+
+    Args:
+        kind: the jitter kind.
+        delay: the planned, capped delay.
+        initial_delay: the policy's ``initial_delay`` (the floor of decorrelated jitter).
+        max_delay: the policy's cap.
+        factor: the width of proportional jitter, in ``[0, 1]``.
+        previous: the delay slept before the previous retry (``initial_delay`` before the
+            first retry); only decorrelated jitter uses it.
+    """
+    if kind == "full":
+        return 0.0, delay
+    if kind == "equal":
+        return delay / 2.0, delay
+    if kind == "decorrelated":
+        low = min(initial_delay, max_delay)
+        high = min(max_delay, 3.0 * max(previous, low))
+        return (low, high) if high > low else (high, high)
+    # proportional: a window of width 2*f*d centred on d, shifted down whole when it crosses
+    # the cap, so the cap is never a pile-up point.
+    low, high = delay * (1.0 - factor), delay * (1.0 + factor)
+    if high > max_delay:
+        low, high = max(0.0, low - (high - max_delay)), max_delay
+    return low, high
+
+
 def apply_jitter(
     kind: JitterKind,
     delay: float,
@@ -204,22 +244,21 @@ def apply_jitter(
     previous: float,
     rng: Random,
 ) -> float:
-    """Return ``delay`` jittered by ``kind``, always within ``[0, max_delay]``.
+    """Return ``delay`` jittered by ``kind``: a uniform draw from `jitter_bounds`.
 
     ``previous`` is the delay slept before the previous retry (``initial_delay`` before the first
     retry); only decorrelated jitter uses it.
     """
-    if kind == "full":
-        return rng.uniform(0.0, delay)
-    if kind == "equal":
-        return rng.uniform(delay / 2.0, delay)
-    if kind == "decorrelated":
-        low = min(initial_delay, max_delay)
-        high = min(max_delay, 3.0 * max(previous, low))
-        return rng.uniform(low, high) if high > low else high
-    # proportional: a window of width 2*f*d centred on d, shifted down whole when it crosses
-    # the cap, so the cap is never a pile-up point.
-    low, high = delay * (1.0 - factor), delay * (1.0 + factor)
-    if high > max_delay:
-        low, high = max(0.0, low - (high - max_delay)), max_delay
+    low, high = jitter_bounds(
+        kind,
+        delay,
+        initial_delay=initial_delay,
+        max_delay=max_delay,
+        factor=factor,
+        previous=previous,
+    )
+    # An empty decorrelated range draws nothing, as it always has: a seeded rng keeps giving
+    # the same sequence of delays.
+    if kind == "decorrelated" and high == low:
+        return high
     return rng.uniform(low, high)

@@ -1,19 +1,22 @@
 """The delay timeline of a policy, for ``retrymw plan``: waits, jitter ranges and the stop.
 
 The timeline follows the planned (un-jittered) delays of `RetryPolicy.delay_for` and stops
-where `RetryPolicy.decide` would: ``attempts``, then ``retry_budget`` (cumulative waits above
-it), then ``deadline`` (the next attempt would start at or after it). Jitter ranges come from
-the jitter formulas of ``_backoff.py``, not from sampling, and a limit that falls inside the
-jittered cumulative range is flagged, because there the draw decides.
+where a call does, because `RetryPolicy.decide` itself takes every stop: ``attempts``, then
+``retry_budget`` (cumulative waits above it), then ``deadline`` (the next attempt would start
+at or after it). Jitter ranges are `jitter_bounds`, the very ranges `apply_jitter` draws from,
+not samples; ``decide`` also judges their ends, and a limit that falls inside the jittered
+cumulative range is flagged, because there the draw decides.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from random import Random
 
-from ._backoff import CustomBackoff, FixedBackoff
+from ._backoff import CustomBackoff, FixedBackoff, jitter_bounds
 from ._cli_common import human_duration
-from ._policy import RetryPolicy
+from ._events import Outcome, RetryReason
+from ._policy import CallState, GiveUp, RetryPolicy
 
 __all__ = ["Plan", "Stop", "Wait", "build_plan", "jitter_range"]
 
@@ -58,7 +61,7 @@ class Plan:
 
 
 def jitter_range(policy: RetryPolicy, delay: float, previous_max: float) -> tuple[float, float]:
-    """Return the smallest and largest wait jitter can turn ``delay`` into.
+    """Return the smallest and largest wait jitter can turn ``delay`` into (`jitter_bounds`).
 
     Args:
         policy: gives the jitter kind, factor, initial delay and cap.
@@ -66,21 +69,16 @@ def jitter_range(policy: RetryPolicy, delay: float, previous_max: float) -> tupl
         previous_max: for decorrelated jitter, the largest possible previous wait
             (``initial_delay`` before the first retry).
     """
-    kind, cap = policy.jitter, policy.max_delay
-    if kind is None:
+    if policy.jitter is None:
         return delay, delay
-    if kind == "full":
-        return 0.0, delay
-    if kind == "equal":
-        return delay / 2.0, delay
-    if kind == "decorrelated":
-        low = min(policy.initial_delay, cap)
-        high = min(cap, 3.0 * max(previous_max, low))
-        return (low, high) if high > low else (high, high)
-    low, high = delay * (1.0 - policy.jitter_factor), delay * (1.0 + policy.jitter_factor)
-    if high > cap:
-        low, high = max(0.0, low - (high - cap)), cap
-    return low, high
+    return jitter_bounds(
+        policy.jitter,
+        delay,
+        initial_delay=policy.initial_delay,
+        max_delay=policy.max_delay,
+        factor=policy.jitter_factor,
+        previous=previous_max,
+    )
 
 
 @dataclass(slots=True)
@@ -93,6 +91,64 @@ class _Cursor:
     cumulative_max: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """A backoff that always answers ``seconds``: how `_Limits` puts a jitter bound to decide."""
+
+    seconds: float
+
+    def delay(self, n: int, /, initial_delay: float, max_delay: float) -> float:
+        """See `Backoff.delay`."""
+        return self.seconds
+
+
+# The planning policies retry any exception (no retry_on) and draw nothing (no jitter).
+_FAILURE = Exception("a planned failure")
+_NO_DRAWS = Random(0)
+
+
+class _Limits:
+    """Where `RetryPolicy.decide` itself stops a call, so the plan cannot drift from a real run.
+
+    It asks ``decide`` about a call that has waited ``waited`` seconds in all when attempt
+    ``at.attempt`` fails, each attempt having taken ``attempt_time``. A copy of the policy
+    without jitter and ``retry_on`` leaves only its limit checks to decide: the copy keeps the
+    policy's backoff for the planned wait, and a `_Given` backoff for a jitter bound.
+    """
+
+    __slots__ = ("_bounds", "_planned", "attempt_time")
+
+    def __init__(self, policy: RetryPolicy, attempt_time: float) -> None:
+        self._planned = policy.replace(jitter=False, retry_on=None)
+        self.attempt_time = attempt_time
+        self._bounds: dict[float, RetryPolicy] = {}
+
+    def stop(self, at: _Cursor, waited: float, bound: float | None = None) -> RetryReason | None:
+        """Why ``decide`` gives up after attempt ``at.attempt``, or ``None`` if it retries.
+
+        Args:
+            at: the attempt that failed.
+            waited: the backoff slept so far in the call.
+            bound: a jitter bound to wait instead of the planned delay.
+        """
+        policy = self._planned if bound is None else self._bound(bound)
+        state = CallState(0.0)
+        state.attempt, state.delay_so_far = at.attempt, waited
+        now = at.attempt * self.attempt_time + waited
+        outcome = Outcome(at.attempt, now, _FAILURE)
+        decision = policy.decide(state, outcome, now=now, rng=_NO_DRAWS)
+        return decision.reason if isinstance(decision, GiveUp) else None
+
+    def _bound(self, seconds: float) -> RetryPolicy:
+        policy = self._bounds.get(seconds)
+        if policy is None:
+            # initial_delay only feeds the backoff and jitter, both fixed here; zero keeps a
+            # custom list's initial_delay above max_delay from failing validation.
+            policy = self._planned.replace(backoff=_Given(seconds), initial_delay=0.0)
+            self._bounds[seconds] = policy
+        return policy
+
+
 def build_plan(policy: RetryPolicy, *, attempt_time: float = 0.0) -> Plan:
     """Compute the delay timeline of ``policy``.
 
@@ -103,6 +159,7 @@ def build_plan(policy: RetryPolicy, *, attempt_time: float = 0.0) -> Plan:
     Returns:
         The waits (identical consecutive waits merged into one row) and the stop.
     """
+    limits = _Limits(policy, attempt_time)
     waits: list[Wait] = []
     at = _Cursor()
     previous_max = policy.initial_delay
@@ -110,15 +167,15 @@ def build_plan(policy: RetryPolicy, *, attempt_time: float = 0.0) -> Plan:
         retry = at.attempt  # retry n follows attempt n
         delay = policy.delay_for(retry)
         low, high = jitter_range(policy, delay, previous_max)
-        stop = _cut(policy, attempt_time, at, delay, low, high)
+        stop = _cut(policy, limits, at, delay, low)
         if stop is not None:
             return Plan(policy, attempt_time, tuple(waits), stop)
-        note = _note(policy, attempt_time, at, delay, low, high)
+        note = _note(limits, at, high)
         # Every strategy ends in a constant tail (the cap, or past a custom list): jump over
         # it to the next row where a note or a stop changes, so 10**6 attempts cost nothing.
         count = 1
         if _steady(policy, retry, delay, high, previous_max):
-            count = _run_length(policy, attempt_time, at, delay, low, high, note)
+            count = _run_length(policy, limits, at, delay, low, high, note)
         at = _Cursor(
             at.attempt + count,
             at.cumulative + count * delay,
@@ -150,49 +207,47 @@ def _same_row(a: Wait, b: Wait) -> bool:
 
 
 def _cut(
-    policy: RetryPolicy, attempt_time: float, at: _Cursor, delay: float, low: float, high: float
+    policy: RetryPolicy, limits: _Limits, at: _Cursor, delay: float, low: float
 ) -> Stop | None:
-    """The stop before the next retry, if the planned delay crosses a limit."""
-    del high  # a longer draw only matters before the planned stop: see _note
-    budget, deadline = policy.retry_budget, policy.deadline
-    total, total_min = at.cumulative + delay, at.cumulative_min + low
-    if budget is not None and total > budget:
+    """The stop before the next retry, if ``decide`` refuses the planned delay."""
+    reason = limits.stop(at, at.cumulative)
+    if reason is None:
+        return None
+    # Would the shortest draw still be retried? (A longer draw only matters before the
+    # planned stop: see _note.)
+    jittery = limits.stop(at, at.cumulative_min, low) is None
+    if reason == "budget_exhausted":
+        budget = human_duration(policy.retry_budget or 0.0)
         detail = (
-            f"retry_budget {human_duration(budget)}: {human_duration(at.cumulative)} waited "
-            f"+ {human_duration(delay)} > {human_duration(budget)}"
+            f"retry_budget {budget}: {human_duration(at.cumulative)} waited "
+            f"+ {human_duration(delay)} > {budget}"
         )
-        jittery = total_min <= budget
-        return Stop(at.attempt, "budget_exhausted", "retry_budget", detail, jittery)
-    elapsed = at.attempt * attempt_time + at.cumulative
-    if deadline is not None and elapsed + delay >= deadline:
-        detail = (
-            f"deadline {human_duration(deadline)}: the next attempt would start at "
-            f"{human_duration(elapsed + delay)}"
-        )
-        jittery = at.attempt * attempt_time + total_min < deadline
-        return Stop(at.attempt, "deadline_exceeded", "deadline", detail, jittery)
-    return None
+        return Stop(at.attempt, reason, "retry_budget", detail, jittery)
+    start = at.attempt * limits.attempt_time + at.cumulative + delay
+    detail = (
+        f"deadline {human_duration(policy.deadline or 0.0)}: the next attempt would start at "
+        f"{human_duration(start)}"
+    )
+    return Stop(at.attempt, reason, "deadline", detail, jittery)
 
 
-def _note(
-    policy: RetryPolicy, attempt_time: float, at: _Cursor, delay: float, low: float, high: float
-) -> str | None:
-    """A warning for a retry that the planned delays allow but a jitter draw may not."""
-    del delay, low
-    budget, deadline = policy.retry_budget, policy.deadline
-    total_max = at.cumulative_max + high
-    if budget is not None and total_max > budget:
-        return "retry_budget may stop here (jitter)"
-    if deadline is not None and at.attempt * attempt_time + total_max >= deadline:
-        return "deadline may stop here (jitter)"
-    return None
+_JITTER_NOTES: dict[RetryReason | None, str] = {
+    "budget_exhausted": "retry_budget may stop here (jitter)",
+    "deadline_exceeded": "deadline may stop here (jitter)",
+}
+
+
+def _note(limits: _Limits, at: _Cursor, high: float) -> str | None:
+    """A warning for a retry that the planned delays allow but the longest draw may not."""
+    return _JITTER_NOTES.get(limits.stop(at, at.cumulative_max, high))
 
 
 def _steady(policy: RetryPolicy, retry: int, delay: float, high: float, previous: float) -> bool:
     """Whether every later retry has the same planned delay and jitter range as this one."""
     backoff = policy.backoff
     if isinstance(backoff, CustomBackoff):
-        constant = retry > len(backoff.delays) or delay == policy.max_delay
+        # Past the list every wait is max_delay; within it, only capped entries may follow.
+        constant = all(listed >= policy.max_delay for listed in backoff.delays[retry - 1 :])
     else:
         constant = delay == policy.max_delay or isinstance(backoff, FixedBackoff)
     if policy.jitter == "decorrelated":
@@ -202,7 +257,7 @@ def _steady(policy: RetryPolicy, retry: int, delay: float, high: float, previous
 
 def _run_length(
     policy: RetryPolicy,
-    attempt_time: float,
+    limits: _Limits,
     at: _Cursor,
     delay: float,
     low: float,
@@ -221,8 +276,7 @@ def _run_length(
             at.cumulative_max + k * high,
         )
         return (
-            _cut(policy, attempt_time, before, delay, low, high) is None
-            and _note(policy, attempt_time, before, delay, low, high) == note
+            _cut(policy, limits, before, delay, low) is None and _note(limits, before, high) == note
         )
 
     good, bad = 1, policy.attempts - at.attempt + 1  # same(1) holds; bad is past the end

@@ -84,9 +84,17 @@ def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
     For a coroutine an empty ``retry_on`` means "any exception"; for a transport that would
     retry ``UnsupportedProtocol`` and never a 503, so HTTP fills in its own default instead.
     Pass ``retry_on=on_exception(Exception)`` to really retry every exception.
+
+    Raises:
+        ConfigError: ``policy`` is not a `RetryPolicy`, or its ``on_failure`` is
+            ``"continue"``.
     """
     if policy is None:
         return RetryPolicy(retry_on=HTTP_RETRY_ON)
+    if not isinstance(policy, RetryPolicy):
+        raise ConfigError(
+            "policy", policy, "must be a RetryPolicy or None", "RetryPolicy(attempts=3)"
+        )
     if policy.on_failure == "continue":
         raise ConfigError(
             "on_failure",
@@ -99,12 +107,18 @@ def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
     return policy
 
 
+_POLICIES_EXAMPLE = '{"fast": RetryPolicy(attempts=2)}'
+
+
 class PolicyResolver:
     """Turns ``request.extensions["retrymw"]`` into a `RetryPolicy`, caching what it builds.
 
     Args:
         default: the transport's policy (already passed through `http_policy`).
         policies: named policies a request may select by name.
+
+    Raises:
+        ConfigError: ``policies`` is not a mapping of names to `RetryPolicy`.
 
     The cache keeps the hot path free of validation: a dict of fields such as
     ``{"attempts": 1}`` is applied with `RetryPolicy.replace` once, then looked up.
@@ -120,7 +134,15 @@ class PolicyResolver:
     ) -> None:
         self.default = default
         resolved: dict[str, RetryPolicy] = {}
-        for name, policy in (policies or {}).items():
+        if policies is None:
+            policies = {}
+        elif not isinstance(policies, Mapping):
+            raise ConfigError(
+                "policies", policies, "must be a mapping of names to RetryPolicy", _POLICIES_EXAMPLE
+            )
+        for name, policy in policies.items():
+            if not isinstance(name, str):
+                raise ConfigError("policies", name, "names must be strings", _POLICIES_EXAMPLE)
             if not isinstance(policy, RetryPolicy):
                 raise ConfigError(
                     f"policies.{name}", policy, "must be a RetryPolicy", "RetryPolicy(attempts=5)"
@@ -181,11 +203,8 @@ class PolicyResolver:
 
 
 def attempt_limit(policy: RetryPolicy, elapsed: float) -> float | None:
-    """The time one attempt may take: the policy's ``timeout``, cut by what the deadline leaves."""
-    if policy.deadline is None:
-        return policy.timeout
-    left = max(policy.deadline - elapsed, 0.0)
-    return left if policy.timeout is None else min(policy.timeout, left)
+    """The time one attempt may take: `RetryPolicy.attempt_limit`, as the async engine uses it."""
+    return policy.attempt_limit(elapsed)
 
 
 _TIMEOUT_KEYS = ("connect", "read", "write", "pool")
@@ -231,7 +250,7 @@ def limit_sync_attempt(
     started = clock.now()
 
     def attempt() -> T:
-        limit = attempt_limit(policy, clock.now() - started)
+        limit = policy.attempt_limit(clock.now() - started)
         if limit is not None:  # pragma: no branch - the policy has a timeout or a deadline
             timeout = cut_timeouts(original.get("timeout"), limit)
             request.extensions = {**original, "timeout": timeout}

@@ -10,14 +10,14 @@ the transports because they share none of their state, only the request plumbing
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import httpx
 
-from ._http import REPLAY_LIMIT, format_target, http_policy, limit_sync_attempt
+from ._errors import ConfigError
+from ._http import REPLAY_LIMIT, http_policy
 from ._httpx_body import buffer_async, buffer_sync
-from ._httpx_exchange import build_exchange, checked, translate
+from ._httpx_exchange import HttpCall, drive_async, drive_sync
 from ._policy import RetryPolicy
 from ._retrier import Retrier
 
@@ -37,17 +37,22 @@ def _helper_setup(
     retrier: Retrier | None,
     kwargs: dict[str, Any],
 ) -> tuple[httpx.Request, dict[str, Any], Retrier, RetryPolicy]:
+    """Build the request; return it, ``client.send``'s own arguments, the retrier and policy."""
     global _helper_retrier
     if retrier is None:
         if _helper_retrier is None:
             _helper_retrier = Retrier(http_policy())
         retrier = _helper_retrier
+    elif not isinstance(retrier, Retrier):
+        raise ConfigError(
+            "retrier", retrier, "must be a Retrier or None", "Retrier(RetryPolicy(attempts=3))"
+        )
+    resolved = http_policy(policy if policy is not None else retrier.policy)
     send_kwargs: dict[str, Any] = {
         key: kwargs.pop(key) for key in ("auth", "follow_redirects") if key in kwargs
     }
     extensions = {**(kwargs.pop("extensions", None) or {}), HELPER_EXTENSION: True}
     built = client.build_request(method, url, extensions=extensions, **kwargs)
-    resolved = http_policy(policy if policy is not None else retrier.policy)
     return built, send_kwargs, retrier, resolved
 
 
@@ -79,32 +84,16 @@ async def request(
         The final response, its body read.
 
     Raises:
-        ConfigError: the client's transport already retries.
+        ConfigError: the client's transport already retries, or ``policy`` or ``retrier`` is of
+            the wrong type.
 
     .. versionadded:: 0.1
     """
     built, send_kwargs, retrier, resolved = _helper_setup(
         client, method, url, policy, retrier, kwargs
     )
-    replayable = await buffer_async(built, REPLAY_LIMIT)
-    send: Callable[[], Awaitable[httpx.Response]] = functools.partial(
-        client.send, built, **send_kwargs
-    )
-    try:
-        response = await retrier.execute_async(
-            send,
-            operation=built.method,
-            target=format_target(built.url.host, built.url.port),
-            policy=resolved,
-            adapter=build_exchange(retrier.clock, built, replayable),
-            request=built,
-        )
-    except Exception as error:
-        translated = translate(error, built, resolved)
-        if translated is None:
-            raise
-        raise translated from translated.__cause__
-    return checked(response, resolved)
+    call = HttpCall(retrier, built, resolved, await buffer_async(built, REPLAY_LIMIT))
+    return await drive_async(call, functools.partial(client.send, **send_kwargs))
 
 
 def request_sync(
@@ -123,23 +112,5 @@ def request_sync(
     built, send_kwargs, retrier, resolved = _helper_setup(
         client, method, url, policy, retrier, kwargs
     )
-    replayable = buffer_sync(built, REPLAY_LIMIT)
-    extensions = built.extensions
-    send = functools.partial(client.send, built, **send_kwargs)
-    try:
-        response = retrier.execute_sync(
-            limit_sync_attempt(send, built, resolved, retrier.clock),
-            operation=built.method,
-            target=format_target(built.url.host, built.url.port),
-            policy=resolved,
-            adapter=build_exchange(retrier.clock, built, replayable),
-            request=built,
-        )
-    except Exception as error:
-        translated = translate(error, built, resolved)
-        if translated is None:
-            raise
-        raise translated from translated.__cause__
-    finally:
-        built.extensions = extensions
-    return checked(response, resolved)
+    call = HttpCall(retrier, built, resolved, buffer_sync(built, REPLAY_LIMIT))
+    return drive_sync(call, functools.partial(client.send, **send_kwargs))

@@ -15,7 +15,6 @@ the body cannot be retried there; `request` and `request_sync` retry the whole e
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, final
@@ -26,26 +25,25 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise ImportError("retrymw.httpx needs httpx: pip install 'retrymw[httpx]'") from None
 
 from ._budget import RetryBudget
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import Clock
 from ._errors import ConfigError
-from ._http import REPLAY_LIMIT, PolicyResolver, format_target, http_policy, limit_sync_attempt
+from ._http import REPLAY_LIMIT, PolicyResolver, http_policy
 from ._httpx_body import buffer_async, buffer_sync
 from ._httpx_client import HELPER_EXTENSION, request, request_sync
 from ._httpx_exchange import (
     ATTEMPTS_EXTENSION,
     AttemptTimeoutError,
+    HttpCall,
     TransportCircuitOpenError,
     TransportRetryBudgetExhausted,
-    build_exchange,
-    checked,
-    translate,
+    drive_async,
+    drive_sync,
 )
 from ._policy import RetryPolicy
-from ._retrier import _DEFAULT, _NOT_GIVEN, Retrier
+from ._retrier import _DEFAULT, Retrier
 
 if TYPE_CHECKING:
     from ._breaker import CircuitBreaker
-    from ._http import HttpExchange
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -64,9 +62,9 @@ POLICY_EXTENSION: Final = "retrymw"
 
 
 class _Core:
-    """What both transports share: the retrier, the policies and the clock."""
+    """What both transports share: the retrier and the policies."""
 
-    __slots__ = ("clock", "resolver", "retrier")
+    __slots__ = ("resolver", "retrier")
 
     def __init__(
         self,
@@ -77,18 +75,17 @@ class _Core:
         clock: Clock | None,
         policies: Mapping[str, RetryPolicy] | None,
     ) -> None:
-        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self.resolver = PolicyResolver(http_policy(policy), policies)
         self.retrier = Retrier(
             self.resolver.default,
             breaker=breaker,
             budget=budget,
             instruments=instruments,
-            clock=self.clock,
+            clock=clock,
         )
 
-    def prepare(self, request: httpx.Request) -> tuple[RetryPolicy, str]:
-        """Return the request's policy and target; refuse a request from a client helper."""
+    def prepare(self, request: httpx.Request) -> RetryPolicy:
+        """Return the request's policy; refuse a request from a client helper."""
         extensions = request.extensions
         if extensions.get(HELPER_EXTENSION):
             raise ConfigError(
@@ -98,27 +95,21 @@ class _Core:
                 "retrymw.httpx.request would multiply the attempts",
                 "a client with a plain transport",
             )
-        policy = self.resolver.resolve(extensions.get(POLICY_EXTENSION))
-        return policy, format_target(request.url.host, request.url.port)
-
-    def first_attempt(self, policy: RetryPolicy) -> bool:
-        """Whether the first attempt may run outside the engine (Retrier.plain_first_attempt)."""
-        return self.retrier.plain_first_attempt(policy)
-
-    def succeeded(
-        self, exchange: HttpExchange, response: httpx.Response, policy: RetryPolicy
-    ) -> bool:
-        """Settle a first attempt's response; True if it is final (the call succeeded)."""
-        if policy.matches(exchange.outcome(1, 0.0, response, None)):
-            return False
-        budget = self.retrier.budget
-        if budget is not None:
-            budget.record_success()
-        return True
+        return self.resolver.resolve(extensions.get(POLICY_EXTENSION))
 
     def describe(self, kind: str, transport: object) -> str:
         policy = self.resolver.default
         return f"<{kind} policy={policy.name!r} attempts={policy.attempts} transport={transport!r}>"
+
+
+def _check_transport(transport: object, kind: type, twin: type, use: str, example: str) -> None:
+    """Refuse an inner transport that is not an httpx ``kind`` (``twin`` is the other flavour)."""
+    if transport is None or isinstance(transport, kind):
+        return
+    problem = f"must be an httpx.{kind.__name__} or None"
+    if isinstance(transport, twin):
+        problem += f" (an httpx.{twin.__name__} needs {use})"
+    raise ConfigError("transport", transport, problem, example)
 
 
 @final
@@ -146,7 +137,8 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         TransportCircuitOpenError: the host's circuit is open.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
-        ConfigError: an invalid ``extensions["retrymw"]`` value.
+        ConfigError: an invalid argument, or an invalid ``extensions["retrymw"]`` value; the
+            message names the field, the value and an accepted example.
 
     .. versionadded:: 0.1
     """
@@ -165,8 +157,15 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
     ) -> None:
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        _check_transport(
+            transport,
+            httpx.AsyncBaseTransport,
+            httpx.BaseTransport,
+            "RetryTransport and httpx.Client",
+            "httpx.AsyncHTTPTransport()",
+        )
         self._core = _Core(policy, breaker, budget, instruments, clock, policies)
+        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
 
     @property
     def retrier(self) -> Retrier:
@@ -176,39 +175,10 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
-        policy, target = core.prepare(request)
-        exchange = build_exchange(
-            core.clock, request, await buffer_async(request, self.max_replay_body)
-        )
-        send = functools.partial(self._transport.handle_async_request, request)
-        first_error = None
-        first_result: object = _NOT_GIVEN
-        if core.first_attempt(policy):
-            try:
-                response = await send()
-            except Exception as error:
-                first_error = error
-            else:
-                if core.succeeded(exchange, response, policy):
-                    return response
-                first_result = response
-        try:
-            response = await core.retrier.execute_async(
-                send,
-                operation=request.method,
-                target=target,
-                policy=policy,
-                adapter=exchange,
-                request=request,
-                first_error=first_error,
-                first_result=first_result,
-            )
-        except Exception as error:
-            translated = translate(error, request, policy)
-            if translated is None:
-                raise
-            raise translated from translated.__cause__
-        return checked(response, policy)
+        policy = core.prepare(request)
+        replayable = await buffer_async(request, self.max_replay_body)
+        call = HttpCall(core.retrier, request, policy, replayable)
+        return await drive_async(call, self._transport.handle_async_request)
 
     async def aclose(self) -> None:
         """Close the inner transport."""
@@ -254,8 +224,15 @@ class RetryTransport(httpx.BaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
     ) -> None:
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        _check_transport(
+            transport,
+            httpx.BaseTransport,
+            httpx.AsyncBaseTransport,
+            "AsyncRetryTransport and httpx.AsyncClient",
+            "httpx.HTTPTransport()",
+        )
         self._core = _Core(policy, breaker, budget, instruments, clock, policies)
+        self._transport = transport if transport is not None else httpx.HTTPTransport()
 
     @property
     def retrier(self) -> Retrier:
@@ -265,41 +242,9 @@ class RetryTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
-        policy, target = core.prepare(request)
-        exchange = build_exchange(core.clock, request, buffer_sync(request, self.max_replay_body))
-        extensions = request.extensions
-        send = functools.partial(self._transport.handle_request, request)
-        attempt = limit_sync_attempt(send, request, policy, core.clock)
-        first_error = None
-        first_result: object = _NOT_GIVEN
-        if core.first_attempt(policy):
-            try:
-                response = send()
-            except Exception as error:
-                first_error = error
-            else:
-                if core.succeeded(exchange, response, policy):
-                    return response
-                first_result = response
-        try:
-            response = core.retrier.execute_sync(
-                attempt,
-                operation=request.method,
-                target=target,
-                policy=policy,
-                adapter=exchange,
-                request=request,
-                first_error=first_error,
-                first_result=first_result,
-            )
-        except Exception as error:
-            translated = translate(error, request, policy)
-            if translated is None:
-                raise
-            raise translated from translated.__cause__
-        finally:
-            request.extensions = extensions
-        return checked(response, policy)
+        policy = core.prepare(request)
+        call = HttpCall(core.retrier, request, policy, buffer_sync(request, self.max_replay_body))
+        return drive_sync(call, self._transport.handle_request)
 
     def close(self) -> None:
         """Close the inner transport."""

@@ -21,6 +21,7 @@ from retrymw._backoff import (
     JitterKind,
     LinearBackoff,
     apply_jitter,
+    jitter_bounds,
 )
 from retrymw._errors import ConfigError
 from retrymw._policy import RetryPolicy
@@ -424,3 +425,59 @@ def test_jittered_delay_is_within_zero_and_max_delay(
         rng=rng,
     )
     assert 0.0 <= jittered <= max_delay
+
+
+@pytest.mark.parametrize(
+    ("kind", "delay", "previous", "expected"),
+    [
+        pytest.param("full", 8.0, 1.0, (0.0, 8.0), id="full"),
+        pytest.param("equal", 8.0, 1.0, (4.0, 8.0), id="equal"),
+        pytest.param("proportional", 10.0, 1.0, (7.0, 13.0), id="proportional"),
+        pytest.param("proportional", 25.0, 1.0, (15.0, 30.0), id="proportional-shifted"),
+        pytest.param("decorrelated", 30.0, 4.0, (1.0, 12.0), id="decorrelated"),
+        pytest.param("decorrelated", 30.0, 20.0, (1.0, 30.0), id="decorrelated-capped"),
+    ],
+)
+def test_jitter_bounds_follow_the_formulas(
+    kind: JitterKind, delay: float, previous: float, expected: tuple[float, float]
+) -> None:
+    """`jitter_bounds` gives DESIGN §2's ranges (1s initial delay, 30s cap, factor 0.3)."""
+    bounds = jitter_bounds(
+        kind, delay, initial_delay=1.0, max_delay=30.0, factor=0.3, previous=previous
+    )
+    assert bounds == pytest.approx(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(JITTER_KINDS),
+    initial=st.floats(0.0, 1e4),
+    extra=st.floats(0.0, 1e6),
+    fraction=st.floats(0.0, 1.0),
+    factor=st.floats(0.0, 1.0),
+    previous=st.floats(0.0, 1e7),
+    seed=st.integers(0, 2**32),
+)
+def test_apply_jitter_draws_exactly_from_jitter_bounds(
+    kind: JitterKind,
+    initial: float,
+    extra: float,
+    fraction: float,
+    factor: float,
+    previous: float,
+    seed: int,
+) -> None:
+    """apply_jitter is one uniform draw from jitter_bounds (none for an empty range)."""
+    max_delay = initial + extra
+    delay = max_delay * fraction
+    fields = {"initial_delay": initial, "max_delay": max_delay, "factor": factor}
+    low, high = jitter_bounds(kind, delay, previous=previous, **fields)
+    assert 0.0 <= low <= high <= max_delay
+    rng, twin = Random(seed), Random(seed)
+    jittered = apply_jitter(kind, delay, previous=previous, rng=rng, **fields)
+    if kind == "decorrelated" and low == high:
+        assert jittered == high
+    else:
+        assert jittered == twin.uniform(low, high)
+    # The draw used exactly as much randomness as the expected one: the sequences stay aligned.
+    assert rng.random() == twin.random()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from retrymw import RetryPolicy
+from retrymw import CustomBackoff, Retrier, RetryBudgetExhausted, RetryDenied, RetryPolicy
 from retrymw._cli_check import check_data
 from retrymw._cli_common import human_duration, percent
 from retrymw._cli_demo_report import Console, percentile
@@ -27,6 +27,7 @@ from retrymw._cli_timeline import build_plan, jitter_range
 from retrymw._cli_trace import CallTrace, _protocol, setup_tracing
 from retrymw._cli_upstream import FlakyUpstream, Outage, UpstreamScript
 from retrymw.cli import main
+from retrymw.testing import FakeClock, RecordingInstrument
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT = 60.0  # the longest any subprocess may take; the demo ones take ~5-10 s
@@ -335,6 +336,58 @@ def test_plan_counts_attempt_time_against_the_deadline() -> None:
     plan = build_plan(RetryPolicy(attempts=10, deadline="10s"), attempt_time=1.0)
     assert plan.stop.reason == "deadline_exceeded"
     assert plan.stop.after_attempt == 3  # 3 attempts (3s) + waits 1s + 2s, then 4s would end at 10s
+
+
+@pytest.mark.parametrize(
+    ("fields", "attempt_time"),
+    [
+        pytest.param({"attempts": 5, "retry_budget": "5s"}, 0.0, id="budget"),
+        pytest.param(
+            {"attempts": 4, "backoff": "linear", "retry_budget": "6s"}, 0.0, id="budget-equal"
+        ),
+        pytest.param({"attempts": 100, "max_delay": "30s", "retry_budget": "2m"}, 0.0, id="design"),
+        pytest.param({"attempts": 10, "deadline": "10s"}, 1.0, id="deadline"),
+        pytest.param(
+            {"attempts": 9, "backoff": "fibonacci", "deadline": "6s"}, 0.25, id="fibonacci"
+        ),
+        pytest.param(
+            {"attempts": 6, "backoff": CustomBackoff(["1s", "30s", "2s"]), "max_delay": "30s"},
+            0.0,
+            id="custom-capped-mid-list",
+        ),
+        pytest.param({"attempts": 40, "backoff": "fixed", "deadline": "15s"}, 0.5, id="fixed-tail"),
+    ],
+)
+def test_plan_waits_and_stops_like_a_real_call(fields: dict[str, Any], attempt_time: float) -> None:
+    """A Retrier running the policy on a fake clock sleeps the planned waits and stops there."""
+    policy = RetryPolicy(**fields)
+    plan = build_plan(policy, attempt_time=attempt_time)
+    clock, recorder = FakeClock(), RecordingInstrument()
+    retrier = Retrier(policy, budget=None, instruments=(recorder,), clock=clock)
+
+    def fail() -> None:
+        clock.advance(attempt_time)
+        raise ConnectionError("down")
+
+    with pytest.raises((ConnectionError, RetryBudgetExhausted)):
+        retrier.call_sync(fail)
+    planned = [
+        wait.delay for wait in plan.waits for _ in range(wait.attempt, wait.last_attempt + 1)
+    ]
+    assert clock.sleeps == planned
+    assert [event.reason for event in recorder.of_type(RetryDenied)] == [plan.stop.reason]
+    assert recorder.of_type(RetryDenied)[0].attempt == plan.stop.after_attempt
+
+
+def test_plan_jitter_caveat_needs_a_short_draw_to_pass_every_limit() -> None:
+    """The budget stops the planned waits; the shortest draws fit it but not the deadline."""
+    # Equal jitter: 0.5s + 1s waited and a 2s draw fit the 5s budget, but the next attempt
+    # would start at 3 * 0.25s + 3.5s = 4.25s, past the 4s deadline: no draw gets another retry.
+    policy = RetryPolicy(attempts=5, jitter="equal", retry_budget="5s", deadline="4s")
+    plan = build_plan(policy, attempt_time=0.25)
+    assert (plan.stop.after_attempt, plan.stop.reason) == (3, "budget_exhausted")
+    assert plan.stop.depends_on_jitter is False
+    assert build_plan(policy.replace(deadline=None)).stop.depends_on_jitter is True
 
 
 def test_plan_summarises_a_huge_constant_tail_in_one_row() -> None:

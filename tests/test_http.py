@@ -316,10 +316,36 @@ def test_resolver_rejects_bad_overrides(override: object, match: str) -> None:
         resolver.resolve(override)
 
 
-def test_resolver_rejects_non_policies() -> None:
-    """The policies mapping only holds RetryPolicy objects."""
-    with pytest.raises(ConfigError, match=r"policies\.x"):
-        PolicyResolver(http_policy(), {"x": {"attempts": 2}})  # type: ignore[dict-item]
+@pytest.mark.parametrize(
+    ("policies", "match"),
+    [
+        pytest.param({"x": {"attempts": 2}}, r"^policies\.x: must be a RetryPolicy", id="value"),
+        pytest.param({2: RetryPolicy()}, r"^policies: names must be strings; got 2", id="name"),
+        pytest.param([RetryPolicy()], r"^policies: must be a mapping", id="list"),
+        pytest.param((), r"^policies: must be a mapping", id="empty-tuple"),
+    ],
+)
+def test_resolver_rejects_non_policies(policies: Any, match: str) -> None:
+    """The policies argument is a mapping of names to RetryPolicy objects, or None."""
+    with pytest.raises(ConfigError, match=match):
+        PolicyResolver(http_policy(), policies)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param("fast", id="name"),
+        pytest.param({"attempts": 2}, id="fields"),
+        pytest.param(RetryPolicy, id="class"),
+    ],
+)
+def test_http_policy_refuses_what_is_not_a_policy(policy: Any) -> None:
+    """http_policy (behind the transports and helpers) names the field and an example."""
+    with pytest.raises(
+        ConfigError, match=r"^policy: must be a RetryPolicy or None; got "
+    ) as caught:
+        http_policy(policy)
+    assert caught.value.example == "RetryPolicy(attempts=3)"
 
 
 def test_status_matcher_composes_with_http_default() -> None:

@@ -189,6 +189,27 @@ def test_sync_successes_feed_the_retry_budget(instruments: tuple[RecordingInstru
 
 
 @pytest.mark.parametrize(
+    "instruments",
+    [pytest.param((), id="unobserved"), pytest.param((RecordingInstrument(),), id="observed")],
+)
+async def test_helper_successes_take_one_attempt_and_feed_the_budget(
+    clock: FakeClock, instruments: tuple[RecordingInstrument, ...]
+) -> None:
+    """request() and request_sync() settle a first success like the transports do."""
+    retrier = Retrier(clock=clock, instruments=instruments)
+    script = Script(200)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(script)) as client:
+        response = await request(client, "GET", URL, retrier=retrier)
+    with httpx.Client(transport=httpx.MockTransport(script)) as sync:
+        response = request_sync(sync, "GET", URL, retrier=retrier)
+    assert response.extensions[ATTEMPTS_EXTENSION] == 1
+    assert len(script.requests) == 2
+    assert retrier.budget is not None
+    assert retrier.budget.statistics().deposits == 2
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize(
     "status",
     [
         pytest.param(429, id="429"),
@@ -595,6 +616,82 @@ def test_on_failure_continue_is_refused() -> None:
     """A transport cannot return None, so on_failure="continue" is refused up front."""
     with pytest.raises(ConfigError, match="on_failure"):
         RetryTransport(httpx.MockTransport(Script(200)), policy=RetryPolicy(on_failure="continue"))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "problem"),
+    [
+        pytest.param({"policy": "x"}, "policy", "must be a RetryPolicy", id="policy"),
+        pytest.param(
+            {"policies": [RetryPolicy()]}, "policies", "must be a mapping", id="policies-list"
+        ),
+        pytest.param(
+            {"policies": {1: RetryPolicy()}}, "policies", "names must be strings", id="policy-name"
+        ),
+        pytest.param(
+            {"policies": {"fast": {"attempts": 2}}},
+            "policies.fast",
+            "must be a RetryPolicy",
+            id="named-policy",
+        ),
+        pytest.param({"transport": "x"}, "transport", "must be an httpx.", id="transport"),
+        pytest.param({"breaker": "x"}, "breaker", "must be a CircuitBreaker", id="breaker"),
+        pytest.param({"budget": 3}, "budget", "must be a RetryBudget", id="budget"),
+    ],
+)
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param(AsyncRetryTransport, id="async"), pytest.param(RetryTransport, id="sync")],
+)
+def test_transport_arguments_are_checked(
+    kind: type[AsyncRetryTransport | RetryTransport],
+    arguments: dict[str, Any],
+    field: str,
+    problem: str,
+) -> None:
+    """A wrong argument is a ConfigError naming the field, the value and an example."""
+    with pytest.raises(ConfigError) as caught:
+        kind(**arguments)
+    error = caught.value
+    assert (error.field, problem in error.problem) == (field, True)
+    assert repr(error.value) in str(error)
+    assert "expected e.g. " in str(error)
+
+
+@pytest.mark.parametrize(
+    ("kind", "inner", "hint"),
+    [
+        pytest.param(
+            AsyncRetryTransport, httpx.BaseTransport(), "needs RetryTransport", id="sync-in-async"
+        ),
+        pytest.param(
+            RetryTransport,
+            httpx.AsyncBaseTransport(),
+            "needs AsyncRetryTransport",
+            id="async-in-sync",
+        ),
+    ],
+)
+def test_a_transport_of_the_other_flavour_is_refused(
+    kind: type[AsyncRetryTransport | RetryTransport], inner: object, hint: str
+) -> None:
+    """A sync transport in the async wrapper (or the reverse) names the wrapper to use instead."""
+    with pytest.raises(ConfigError, match=hint):
+        kind(inner)  # type: ignore[arg-type]
+
+
+async def test_helpers_check_their_policy_and_retrier(clock: FakeClock) -> None:
+    """request() and request_sync() refuse a wrong policy or retrier before sending anything."""
+    script = Script(200)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(script)) as client:
+        with pytest.raises(ConfigError, match=r"^policy: must be a RetryPolicy"):
+            await request(client, "GET", URL, policy="x")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match=r"^retrier: must be a Retrier"):
+            await request(client, "GET", URL, retrier=RetryPolicy())  # type: ignore[arg-type]
+    sync = httpx.Client(transport=httpx.MockTransport(script))
+    with sync, pytest.raises(ConfigError, match=r"^policy: must be a RetryPolicy"):
+        request_sync(sync, "GET", URL, policy={"attempts": 2})  # type: ignore[arg-type]
+    assert script.requests == []
 
 
 async def test_fallback_may_supply_a_response(clock: FakeClock) -> None:
