@@ -50,6 +50,32 @@ class _Rest(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
+class _Head:
+    """The chunks of a streaming body read so far, up to the replay limit."""
+
+    __slots__ = ("chunks", "limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.chunks: list[bytes] = []
+        self.limit = limit
+        self.size = 0
+
+    def keep(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; False once the body is longer than the limit."""
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        return self.size <= self.limit
+
+    def send_once(self, request: httpx.Request, rest: Any, error: Exception | None) -> bool:
+        """Give up buffering: the request sends what was read, then the rest (or the error)."""
+        request.stream = _Rest(self.chunks, rest, error)
+        return False
+
+    def replay(self, request: httpx.Request) -> None:
+        """Swap the request's stream for the whole body, in memory."""
+        request.stream = httpx.ByteStream(b"".join(self.chunks))
+
+
 async def buffer_async(request: httpx.Request, limit: int) -> bool:
     """Make the body replayable like `httpx.Request.aread`, but bounded; False if it is not.
 
@@ -60,8 +86,7 @@ async def buffer_async(request: httpx.Request, limit: int) -> bool:
     stream = request.stream
     if replayable is not None or not isinstance(stream, httpx.AsyncByteStream):
         return bool(replayable)
-    chunks: list[bytes] = []
-    size = 0
+    head = _Head(limit)
     iterator = stream.__aiter__()
     while True:
         try:
@@ -69,14 +94,10 @@ async def buffer_async(request: httpx.Request, limit: int) -> bool:
         except StopAsyncIteration:
             break
         except Exception as error:
-            request.stream = _Rest(chunks, None, error)
-            return False
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            request.stream = _Rest(chunks, iterator, None)
-            return False
-    request.stream = httpx.ByteStream(b"".join(chunks))
+            return head.send_once(request, None, error)
+        if not head.keep(chunk):
+            return head.send_once(request, iterator, None)
+    head.replay(request)
     await request.aread()
     return True
 
@@ -87,8 +108,7 @@ def buffer_sync(request: httpx.Request, limit: int) -> bool:
     stream = request.stream
     if replayable is not None or not isinstance(stream, httpx.SyncByteStream):
         return bool(replayable)
-    chunks: list[bytes] = []
-    size = 0
+    head = _Head(limit)
     iterator = iter(stream)
     while True:
         try:
@@ -96,13 +116,9 @@ def buffer_sync(request: httpx.Request, limit: int) -> bool:
         except StopIteration:
             break
         except Exception as error:
-            request.stream = _Rest(chunks, None, error)
-            return False
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            request.stream = _Rest(chunks, iterator, None)
-            return False
-    request.stream = httpx.ByteStream(b"".join(chunks))
+            return head.send_once(request, None, error)
+        if not head.keep(chunk):
+            return head.send_once(request, iterator, None)
+    head.replay(request)
     request.read()
     return True
