@@ -70,9 +70,9 @@ def _per_call(case: Case, calls: int) -> Case:
 def _breakers(window: Any, max_keys: int) -> Callable[[], Prepared]:
     def make() -> Prepared:
         try:
-            from retrymw._breaker import CircuitBreaker, CircuitBreakerRegistry
+            from retrymw import CircuitBreaker, CircuitBreakerRegistry
         except ImportError as error:
-            raise Unavailable(f"retrymw._breaker not importable ({error})") from None
+            raise Unavailable(f"retrymw._protect.breaker not importable ({error})") from None
 
         def measure() -> float:
             template = CircuitBreaker(name="http", window=window)

@@ -7,44 +7,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._backoff import Backoff as Backoff
-from ._backoff import CustomBackoff as CustomBackoff
-from ._backoff import ExponentialBackoff as ExponentialBackoff
-from ._backoff import FibonacciBackoff as FibonacciBackoff
-from ._backoff import FixedBackoff as FixedBackoff
-from ._backoff import LinearBackoff as LinearBackoff
-from ._breaker import CircuitBreaker as CircuitBreaker
-from ._breaker import CircuitBreakerRegistry as CircuitBreakerRegistry
-from ._breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
-from ._budget import RetryBudget as RetryBudget
-from ._budget import RetryBudgetStatistics as RetryBudgetStatistics
-from ._clock import Clock as Clock
-from ._config import RetryConfig as RetryConfig
-from ._config import load_config as load_config
-from ._durations import parse_duration as parse_duration
-from ._errors import CircuitOpenError as CircuitOpenError
-from ._errors import ConfigError as ConfigError
-from ._errors import RetryBudgetExhausted as RetryBudgetExhausted
-from ._errors import RetrymwError as RetrymwError
-from ._events import AttemptFinished as AttemptFinished
-from ._events import AttemptStarted as AttemptStarted
-from ._events import BreakerStateChanged as BreakerStateChanged
-from ._events import CallFinished as CallFinished
-from ._events import CallStarted as CallStarted
-from ._events import Outcome as Outcome
-from ._events import RetryDenied as RetryDenied
-from ._events import RetryScheduled as RetryScheduled
-from ._matchers import Matcher as Matcher
-from ._matchers import on_exception as on_exception
-from ._matchers import on_predicate as on_predicate
-from ._matchers import on_status as on_status
-from ._policy import Accept as Accept
-from ._policy import CallState as CallState
-from ._policy import GiveUp as GiveUp
-from ._policy import Retry as Retry
-from ._policy import RetryPolicy as RetryPolicy
-from ._retrier import Retrier as Retrier
-from ._retrier import retry as retry
+from ._config.loader import RetryConfig as RetryConfig
+from ._config.loader import load_config as load_config
+from ._core.backoff import Backoff as Backoff
+from ._core.backoff import CustomBackoff as CustomBackoff
+from ._core.backoff import ExponentialBackoff as ExponentialBackoff
+from ._core.backoff import FibonacciBackoff as FibonacciBackoff
+from ._core.backoff import FixedBackoff as FixedBackoff
+from ._core.backoff import LinearBackoff as LinearBackoff
+from ._core.clock import Clock as Clock
+from ._core.durations import parse_duration as parse_duration
+from ._core.errors import CircuitOpenError as CircuitOpenError
+from ._core.errors import ConfigError as ConfigError
+from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
+from ._core.errors import RetrymwError as RetrymwError
+from ._core.events import AttemptFinished as AttemptFinished
+from ._core.events import AttemptStarted as AttemptStarted
+from ._core.events import BreakerStateChanged as BreakerStateChanged
+from ._core.events import CallFinished as CallFinished
+from ._core.events import CallStarted as CallStarted
+from ._core.events import Outcome as Outcome
+from ._core.events import RetryDenied as RetryDenied
+from ._core.events import RetryScheduled as RetryScheduled
+from ._core.exports import publish
+from ._core.matchers import Matcher as Matcher
+from ._core.matchers import on_exception as on_exception
+from ._core.matchers import on_predicate as on_predicate
+from ._core.matchers import on_status as on_status
+from ._core.policy import Accept as Accept
+from ._core.policy import CallState as CallState
+from ._core.policy import GiveUp as GiveUp
+from ._core.policy import Retry as Retry
+from ._core.policy import RetryPolicy as RetryPolicy
+from ._core.retrier import Retrier as Retrier
+from ._core.retrier import retry as retry
+from ._protect.breaker import CircuitBreaker as CircuitBreaker
+from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
+from ._protect.budget import RetryBudget as RetryBudget
+from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
+from ._protect.registry import CircuitBreakerRegistry as CircuitBreakerRegistry
 from .instrumentation import set_default_instruments as set_default_instruments
 
 __all__ = [
@@ -89,12 +90,7 @@ __all__ = [
     "set_default_instruments",
 ]
 
-# Reprs, tracebacks and docs show `retrymw.RetryPolicy`, never `retrymw._policy.RetryPolicy`.
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("retrymw._"):
-        _obj.__module__ = "retrymw"
-del _name, _obj
+publish(globals(), __all__, __name__)
 
 
 def __getattr__(name: str) -> Any:

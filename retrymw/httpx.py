@@ -24,13 +24,14 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise ImportError("retrymw.httpx needs httpx: pip install 'retrymw[httpx]'") from None
 
-from ._budget import RetryBudget
-from ._clock import Clock
-from ._errors import ConfigError
-from ._http import REPLAY_LIMIT, PolicyResolver, http_policy
-from ._httpx_body import buffer_async, buffer_sync
-from ._httpx_client import HELPER_EXTENSION, request, request_sync
-from ._httpx_exchange import (
+from ._core.clock import Clock
+from ._core.errors import ConfigError
+from ._core.exports import publish
+from ._core.policy import RetryPolicy
+from ._core.retrier import _DEFAULT, Retrier
+from ._http.body import buffer_async, buffer_sync
+from ._http.client import HELPER_EXTENSION, request, request_sync
+from ._http.exchange import (
     ATTEMPTS_EXTENSION,
     AttemptTimeoutError,
     HttpCall,
@@ -39,11 +40,11 @@ from ._httpx_exchange import (
     drive_async,
     drive_sync,
 )
-from ._policy import RetryPolicy
-from ._retrier import _DEFAULT, Retrier
+from ._http.semantics import REPLAY_LIMIT, PolicyResolver, http_policy
+from ._protect.budget import RetryBudget
 
 if TYPE_CHECKING:
-    from ._breaker import CircuitBreaker
+    from ._protect.breaker import CircuitBreaker
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -266,9 +267,4 @@ class RetryTransport(httpx.BaseTransport):
         return self._core.describe("RetryTransport", self._transport)
 
 
-# Tracebacks, reprs and docs show `retrymw.httpx.request`, never the private module defining it.
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("retrymw._"):
-        _obj.__module__ = "retrymw.httpx"
-del _name, _obj
+publish(globals(), __all__, __name__)

@@ -27,15 +27,16 @@ def test_public_classes_defined_in_private_modules_are_all_exported() -> None:
     """No public class of a private module is left out of __all__."""
     missing = []
     for module_name in (
-        "_backoff",
-        "_breaker",
-        "_budget",
-        "_config",
-        "_errors",
-        "_events",
-        "_matchers",
-        "_policy",
-        "_retrier",
+        "_core.backoff",
+        "_core.errors",
+        "_core.events",
+        "_core.matchers",
+        "_core.policy",
+        "_core.retrier",
+        "_protect.breaker",
+        "_protect.budget",
+        "_protect.registry",
+        "_config.loader",
     ):
         module = importlib.import_module(f"retrymw.{module_name}")
         for name in getattr(module, "__all__", ()):

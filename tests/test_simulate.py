@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from retrymw._errors import ConfigError
-from retrymw._policy import RetryPolicy
+from retrymw._core.errors import ConfigError
+from retrymw._core.policy import RetryPolicy
 from retrymw.simulate import (
     Scenario,
     SimulatedFailure,

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ._base import Instrument as Instrument
+from .._core.instruments import Instrument as Instrument
 from ._logging import LoggingInstrument as LoggingInstrument
 
 if TYPE_CHECKING:

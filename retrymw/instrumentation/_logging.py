@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .._events import BreakerStateChanged, RetryDenied, RetryScheduled
-from ._base import Instrument
+from .._core.events import BreakerStateChanged, RetryDenied, RetryScheduled
+from .._core.instruments import Instrument
 
 __all__ = ["LoggingInstrument"]
 

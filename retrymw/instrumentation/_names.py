@@ -31,14 +31,14 @@ import threading
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from .._events import AttemptOutcome, CallOutcome, CircuitState, RetryReason
+from .._core.events import AttemptOutcome, CallOutcome, CircuitState, RetryReason
 
 #: Instrumentation scope (tracer and meter name).
 SCOPE = "retrymw"
 #: Schema of the semantic conventions the HTTP attempt spans follow.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 
-# -- bounded label values (the Literal types of `retrymw._events` are the source) -----------------
+# -- bounded label values (the Literal types of `retrymw._core.events` are the source) ------
 
 OUTCOMES: tuple[CallOutcome, ...] = get_args(CallOutcome)
 ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = get_args(AttemptOutcome)

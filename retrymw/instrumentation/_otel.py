@@ -22,7 +22,7 @@ except ImportError:
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
     ) from None
 
-from .._events import (
+from .._core.events import (
     AttemptFinished,
     AttemptStarted,
     BreakerStateChanged,
@@ -31,9 +31,9 @@ from .._events import (
     RetryDenied,
     RetryScheduled,
 )
-from .._http import redact_url
+from .._core.instruments import Instrument
+from .._http.semantics import redact_url
 from . import _names as names
-from ._base import Instrument
 
 __all__ = ["OpenTelemetryInstrument"]
 

@@ -19,15 +19,15 @@ except ImportError:
         "PrometheusInstrument needs prometheus_client: pip install 'retrymw[prometheus]'"
     ) from None
 
-from .._events import (
+from .._core.events import (
     AttemptFinished,
     BreakerStateChanged,
     CallFinished,
     RetryDenied,
     RetryScheduled,
 )
+from .._core.instruments import Instrument
 from . import _names as names
-from ._base import Instrument
 
 __all__ = ["PrometheusInstrument"]
 

@@ -1,0 +1,393 @@
+"""Configuration files: `load_config` turns YAML, TOML or a mapping into a `RetryConfig`.
+
+Policy fields are those of `RetryPolicy` plus the spellings users bring from other tools:
+``max_attempts`` (legacy ``attempts``), ``retry: N`` (compact: N retries, N + 1 attempts) and
+``delay`` (compact ``initial_delay``). ``backoff`` is a strategy name or a one-key mapping of a
+strategy to its options, including the legacy ``initial`` (``delay`` for ``fixed``) and
+``multiplier`` (``base``). Durations are ``30s``, ``500ms``, ``2m30s``, ``1h30m`` or ``{secs,
+nanos}``; unlike the Python API, config rejects bare numbers, whose unit a reader must guess.
+
+Reading a file into data is `_config_file`'s; the way back, `to_mapping`, is `_config_dump`'s
+and re-exported here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._core.backoff import (
+    Backoff,
+    CustomBackoff,
+    ExponentialBackoff,
+    FibonacciBackoff,
+    FixedBackoff,
+    LinearBackoff,
+)
+from .._core.durations import parse_duration
+from .._core.errors import ConfigError
+from .._core.matchers import Matcher, compile_matcher
+from .._core.policy import RetryPolicy
+from .dump import _BACKOFF, _MATCHER, to_mapping
+from .files import _read
+
+if TYPE_CHECKING:
+    from .._core.retrier import Retrier
+    from .._protect.breaker import CircuitBreaker
+    from .._protect.budget import RetryBudget
+
+__all__ = ["RetryConfig", "load_config", "to_mapping"]
+
+_T = TypeVar("_T")
+
+_SECTIONS = ("retry_defaults", "policies", "breakers", "budgets")
+_FIELDS = (
+    *("name", "attempts", "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor"),
+    *("retry_on", "retry_budget", "timeout", "deadline", "on_failure"),
+    *("max_attempts", "retry", "delay"),  # legacy and compact spellings
+)
+_CHECKED_BY_POLICY: tuple[str, ...] = ("name", "jitter", "jitter_factor", "on_failure")
+_OPTIONS = {  # strategy → the options its mapping form accepts
+    "fixed": ("delay",),
+    "linear": ("increment", "initial"),
+    "exponential": ("base", "multiplier", "initial"),
+    "fibonacci": ("initial",),
+    "custom": ("delays",),
+}
+# Breaker and budget options that are durations, so that files give them units there too.
+_COMPONENT_DURATIONS = {
+    "breakers": ("recovery_timeout", "max_recovery_timeout"),  # a breaker window may be a count
+    "budgets": ("window",),
+}
+_DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryConfig:
+    """Policies, breakers and budgets, as loaded by `load_config`.
+
+    Args:
+        defaults: the policy built from ``retry_defaults``.
+        policies: name → policy, each merged over the defaults.
+        breakers: name → `CircuitBreaker` keyword arguments (``name`` defaults to the key).
+        budgets: name → `RetryBudget` keyword arguments.
+
+    .. versionadded:: 0.1
+    """
+
+    defaults: RetryPolicy = field(default_factory=RetryPolicy)
+    policies: Mapping[str, RetryPolicy] = field(default_factory=dict)
+    breakers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Breakers, budgets and retriers are stateful: one of each per name, shared by every caller.
+    _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("policies", "breakers", "budgets"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def policy(self, name: str) -> RetryPolicy:
+        """Return the policy called ``name``; a `KeyError` lists the known ones."""
+        return _lookup(self.policies, "policies", name)
+
+    def breaker(self, name: str) -> CircuitBreaker:
+        """Return the `CircuitBreaker` ``breakers.<name>``, built once per config and shared."""
+        from .._protect.breaker import CircuitBreaker
+
+        return self._shared_instance("breakers", name, CircuitBreaker)
+
+    def budget(self, name: str) -> RetryBudget:
+        """Return the `RetryBudget` ``budgets.<name>``, built once per config and shared."""
+        from .._protect.budget import RetryBudget
+
+        return self._shared_instance("budgets", name, RetryBudget)
+
+    def retrier(self, name: str | None = None) -> Retrier:
+        """Return the `Retrier` for policy ``name`` (the defaults when ``None``).
+
+        It is built once per config and name and then shared, so every caller sees the same
+        circuit state and spends the same cross-call budget. The breaker and the budget named
+        like the policy are used when configured; otherwise the `Retrier` defaults apply (no
+        breaker, a default budget).
+
+        Raises:
+            KeyError: no such policy.
+        """
+        from .._core.retrier import Retrier
+
+        policy = self.defaults if name is None else self.policy(name)
+        key = policy.name if name is None else name
+        extra: dict[str, Any] = {}
+        if key in self.breakers:
+            extra["breaker"] = self.breaker(key)
+        if key in self.budgets:
+            extra["budget"] = self.budget(key)
+        path = f"retriers.{'' if name is None else name}"
+        with self._lock:
+            if path not in self._shared:
+                self._shared[path] = Retrier(policy, **extra)
+            retrier: Retrier = self._shared[path]
+        return retrier
+
+    def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
+        kwargs = _lookup(getattr(self, section), section, name)
+        path = f"{section}.{name}"
+        with self._lock:
+            if path not in self._shared:
+                self._shared[path] = _construct(factory, kwargs, path)
+            instance: _T = self._shared[path]
+        return instance
+
+
+def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConfig:
+    """Load a `RetryConfig` from a ``.yaml``/``.yml``/``.toml`` file or from a mapping.
+
+    Top-level keys are ``retry_defaults``, ``policies`` (name → fields merged over the
+    defaults), ``breakers`` and ``budgets``. A single ``retry_config:`` block, or a bare mapping
+    of policy fields, is the defaults.
+
+    Args:
+        source: a path, or a mapping shaped like the file.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: the file type is unknown, the file does not parse, or a value is invalid;
+            the message names the field path, the bad value and an accepted example.
+        ImportError: a YAML file was given and PyYAML is not installed.
+
+    Warns:
+        UserWarning: a compact-form policy (``retry: N``) names a backoff but no delay.
+
+    .. versionadded:: 0.1
+    """
+    where = "config" if isinstance(source, Mapping) else os.fspath(source)
+    data = source if isinstance(source, Mapping) else _read(Path(source))
+    if not isinstance(data, Mapping):
+        raise ConfigError(where, data, "the top level must be a mapping", "retry_defaults: {}")
+    top = _mapping(data, where, "retry_defaults: {attempts: 3}")
+    keys = set(top)
+    if "retry_config" in keys:
+        if len(keys) > 1:
+            problem = "must be the only top-level key; use retry_defaults beside policies"
+            raise ConfigError("retry_config", sorted(keys), problem, "retry_defaults")
+        top, defaults_path = {"retry_defaults": top["retry_config"]}, "retry_config"
+    elif keys & set(_FIELDS) and not keys & set(_SECTIONS):
+        top, defaults_path = {"retry_defaults": top}, ""  # a bare mapping of policy fields
+    else:
+        for key in sorted(keys - set(_SECTIONS)):
+            known = ", ".join((*_SECTIONS, "retry_config"))
+            problem = f"unknown top-level key, known: {known} (or only policy fields)"
+            raise ConfigError(key, top[key], problem, "policies")
+        defaults_path = "retry_defaults"
+
+    notes: list[str] = []
+    base = _policy_fields(top.get("retry_defaults"), defaults_path, notes, inherited={})
+    policies = {}
+    for name, raw in _mapping(top.get("policies"), "policies", "{payments: {}}").items():
+        path = f"policies.{name}"
+        # A policy is named after its key unless it says otherwise.
+        merged = {**base, "name": name, **_policy_fields(raw, path, notes, inherited=base)}
+        policies[name] = _build(merged, path)
+    config = RetryConfig(
+        defaults=_build(base, defaults_path),
+        policies=policies,
+        breakers=_components(top.get("breakers"), "breakers"),
+        budgets=_components(top.get("budgets"), "budgets"),
+    )
+    # Build every breaker and budget now, so a bad option is an error of load_config (with its
+    # path) and not of the first request that needs it. They are cached and shared anyway.
+    for name in config.breakers:
+        config.breaker(name)
+    for name in config.budgets:
+        config.budget(name)
+    for note in notes:  # only once everything is valid, and pointing at our caller
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return config
+
+
+def _lookup(section: Mapping[str, _T], label: str, name: str) -> _T:
+    try:
+        return section[name]
+    except KeyError:
+        known = ", ".join(sorted(section)) or "none"
+        raise KeyError(f"unknown name {name!r}; known {label}: {known}") from None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _mapping(value: Any, path: str, example: str) -> dict[str, Any]:
+    """Return ``value`` as a dict with string keys; ``None`` (an empty YAML block) is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, value, "must be a mapping", example)
+    for key in value:
+        if not isinstance(key, str):
+            raise ConfigError(_join(path, str(key)), key, "keys must be strings", example)
+    return dict(value)
+
+
+def _duration(value: Any, path: str) -> float:
+    if isinstance(value, (bool, int, float)):
+        raise ConfigError(path, value, "a bare number has no unit", _DURATION)
+    if not isinstance(value, (str, dict, timedelta)):
+        raise ConfigError(path, value, "not a duration", _DURATION)
+    return parse_duration(value, field=path)
+
+
+def _policy_fields(
+    raw: Any, path: str, notes: list[str], *, inherited: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Translate one mapping of config fields into `RetryPolicy` keyword arguments."""
+    given = _mapping(raw, path or "config", "{attempts: 3, backoff: exponential}")
+    for key, value in given.items():
+        if key not in _FIELDS:
+            problem = f"unknown policy field, known: {', '.join(_FIELDS)}"
+            raise ConfigError(_join(path, key), value, problem, "attempts: 3")
+    # RetryPolicy validates these itself; _build prefixes its errors with the path.
+    kwargs = {key: given[key] for key in _CHECKED_BY_POLICY if key in given}
+    counts = [key for key in ("attempts", "max_attempts", "retry") if key in given]
+    delays = [key for key in ("initial_delay", "delay") if key in given]
+    for group in (counts, delays):
+        if len(group) > 1:
+            problem = f"conflicts with {group[0]}; give only one of {', '.join(group)}"
+            raise ConfigError(_join(path, group[1]), given[group[1]], problem, f"{group[0]} alone")
+    for key in counts:
+        count, low = given[key], 0 if key == "retry" else 1
+        if isinstance(count, bool) or not isinstance(count, int) or count < low:
+            raise ConfigError(_join(path, key), count, f"must be an integer >= {low}", "3")
+        kwargs["attempts"] = count + 1 if key == "retry" else count
+    for key in delays:
+        kwargs["initial_delay"] = _duration(given[key], _join(path, key))
+    if "max_delay" in given:
+        kwargs["max_delay"] = _duration(given["max_delay"], _join(path, "max_delay"))
+    for key in ("retry_budget", "timeout", "deadline"):
+        if key in given:  # null turns an optional limit off, also over the defaults
+            kwargs[key] = None if given[key] is None else _duration(given[key], _join(path, key))
+    if "backoff" in given:
+        kwargs["backoff"], initial = _backoff(given["backoff"], _join(path, "backoff"), delays)
+        if initial is not None:
+            kwargs["initial_delay"] = initial
+        elif "retry" in given and "initial_delay" not in {**inherited, **kwargs}:
+            notes.append(
+                f"{_join(path, 'backoff')}: a backoff without a delay; the default initial "
+                "delay of 1s is used (add delay: 1s to say so)"
+            )
+    if given.get("on_failure") == "fallback":
+        problem = "needs a fallback callable, which config cannot hold"
+        raise ConfigError(_join(path, "on_failure"), "fallback", problem, '"raise" or "continue"')
+    if "retry_on" in given:
+        kwargs["retry_on"] = _retry_on(given["retry_on"], _join(path, "retry_on"))
+    return kwargs
+
+
+def _backoff(value: Any, path: str, delays: Sequence[str]) -> tuple[Backoff, float | None]:
+    """Return the strategy and the legacy initial delay given inside it, if any."""
+    if isinstance(value, str):
+        name, options = value, None
+    elif isinstance(value, Mapping) and len(value) == 1:
+        ((name, options),) = value.items()
+    else:
+        problem = "must be a strategy name or a mapping of one strategy to its options"
+        raise ConfigError(path, value, problem, _BACKOFF)
+    if name not in _OPTIONS:
+        known = ", ".join(_OPTIONS)
+        raise ConfigError(path, value, f"unknown backoff strategy, known: {known}", _BACKOFF)
+    where = f"{path}.{name}"
+    given = _mapping(options, where, _BACKOFF)
+    for key, option in given.items():
+        if key not in _OPTIONS[name]:
+            problem = f"unknown {name} option, known: {', '.join(_OPTIONS[name])}"
+            raise ConfigError(f"{where}.{key}", option, problem, _BACKOFF)
+    initial_key = "delay" if name == "fixed" else "initial"
+    initial = None
+    if initial_key in given:
+        if delays:
+            problem = f"conflicts with {delays[0]}; give the initial delay once"
+            raise ConfigError(f"{where}.{initial_key}", given[initial_key], problem, "1s")
+        initial = _duration(given[initial_key], f"{where}.{initial_key}")
+    if name == "linear":
+        step = given.get("increment")
+        increment = None if step is None else _duration(step, f"{where}.increment")
+        return LinearBackoff(increment), initial
+    if name == "exponential":
+        if "base" in given and "multiplier" in given:
+            problem = "conflicts with base; multiplier is its legacy name"
+            raise ConfigError(f"{where}.multiplier", given["multiplier"], problem, "base: 2.0")
+        key = "multiplier" if "multiplier" in given else "base"
+        try:
+            return ExponentialBackoff(given.get(key, 2.0)), initial
+        except ConfigError as error:  # it names its field "backoff.base"
+            raise ConfigError(f"{where}.{key}", error.value, error.problem, "2.0") from None
+    if name == "custom":
+        listed = given.get("delays")
+        if not isinstance(listed, list):
+            example = '{custom: {delays: ["500ms", "1s", "5s"]}}'
+            raise ConfigError(f"{where}.delays", listed, "must be a list", example)
+        parsed = [_duration(item, f"{where}.delays[{i}]") for i, item in enumerate(listed)]
+        return CustomBackoff(parsed), initial
+    return (FixedBackoff() if name == "fixed" else FibonacciBackoff()), initial
+
+
+def _retry_on(value: Any, path: str) -> Matcher | None:
+    for index, entry in enumerate(value if isinstance(value, list) else [value]):
+        # Config holds data only: exception classes and predicates belong in Python code.
+        if not isinstance(entry, (str, int, dict, type(None))) or isinstance(entry, bool):
+            where = f"{path}[{index}]" if isinstance(value, list) else path
+            problem = "must be a matcher name, a status, {pattern: ...} or {status: [...]}"
+            raise ConfigError(where, entry, problem, _MATCHER)
+    return compile_matcher(value, field=path)
+
+
+def _build(kwargs: Mapping[str, Any], path: str) -> RetryPolicy:
+    try:
+        return RetryPolicy(**kwargs)
+    except ConfigError as error:
+        raise (error.at(path) if path else error) from None
+
+
+def _components(value: Any, section: str) -> dict[str, Mapping[str, Any]]:
+    result: dict[str, Mapping[str, Any]] = {}
+    for name, raw in _mapping(value, section, "{payments: {...}}").items():
+        kwargs = _mapping(raw, f"{section}.{name}", "{failure_threshold: 5}")
+        for key in _COMPONENT_DURATIONS[section]:
+            if kwargs.get(key) is not None:
+                _duration(kwargs[key], f"{section}.{name}.{key}")
+        if section == "breakers":
+            kwargs.setdefault("name", name)
+        result[name] = MappingProxyType(kwargs)
+    return result
+
+
+def _construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) -> _T:
+    named = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    parameters = inspect.signature(factory).parameters.values()
+    # Clocks and random sources are objects that code injects; config only holds data.
+    known = [p.name for p in parameters if p.kind in named and p.name not in ("clock", "rng")]
+    for key, value in kwargs.items():
+        if key not in known:
+            problem = f"unknown {factory.__name__} option, known: {', '.join(known)}"
+            raise ConfigError(f"{path}.{key}", value, problem, "failure_threshold: 5")
+    try:
+        return factory(**kwargs)
+    except ConfigError as error:
+        raise error.at(path) from None
+    except TypeError as error:  # a value of the wrong type, e.g. a string compared to a number
+        bad = next((key for key in kwargs if repr(key) in str(error)), None)
+        where, value = (path, kwargs) if bad is None else (f"{path}.{bad}", kwargs[bad])
+        raise ConfigError(where, value, f"rejected: {error}", "failure_threshold: 5") from None

@@ -1,0 +1,215 @@
+"""The `Instrument` interface, and the dispatcher that shields calls from instrument failures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+from .events import (
+    AttemptFinished,
+    AttemptStarted,
+    BreakerStateChanged,
+    CallFinished,
+    CallStarted,
+    RetryDenied,
+    RetryScheduled,
+)
+
+__all__ = ["Dispatch", "Instrument", "Scopes"]
+
+logger = logging.getLogger("retrymw")
+
+Scope = AbstractContextManager[None]
+
+
+class Instrument:
+    """Receives the engine's events; every method is optional (the base class does nothing).
+
+    Methods that may return a context manager (`call_started`, `attempt_started`,
+    `retry_scheduled`) have it entered around the call, the attempt or the backoff sleep, which is
+    how the OpenTelemetry instrument makes its spans current. An instrument that raises is logged
+    once, disabled, and never changes the call's result.
+
+    .. versionadded:: 0.1
+    """
+
+    def call_started(self, event: CallStarted, /) -> Scope | None:
+        """A logical call begins; a returned context manager wraps the whole call."""
+        return None
+
+    def attempt_started(self, event: AttemptStarted, /) -> Scope | None:
+        """An attempt begins; a returned context manager wraps it, through `attempt_finished`."""
+        return None
+
+    def attempt_finished(self, event: AttemptFinished, /) -> None:
+        """An attempt ended (emitted inside the attempt's context manager)."""
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> Scope | None:
+        """A retry follows after ``event.delay``; a returned context manager wraps the sleep."""
+        return None
+
+    def retry_denied(self, event: RetryDenied, /) -> None:
+        """A retryable failure gets no retry, for ``event.reason``."""
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        """A logical call ended (emitted inside the call's context manager)."""
+
+    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """A circuit breaker changed state."""
+
+    def listening(self) -> bool:
+        """Whether the per-call hooks would record anything now (checked once per call).
+
+        Override it in an instrument that can be idle, such as the OpenTelemetry one with no
+        SDK configured: while it answers False, calls skip its hooks, and keep the fast path
+        when no other instrument needs them.
+        """
+        return True
+
+
+HOOKS = (
+    "call_started",
+    "attempt_started",
+    "attempt_finished",
+    "retry_scheduled",
+    "retry_denied",
+    "call_finished",
+    "breaker_state_changed",
+)
+
+
+class _Guard:
+    """One instrument's switch: the first exception it raises disables it for good."""
+
+    __slots__ = ("enabled", "instrument")
+
+    def __init__(self, instrument: Any) -> None:
+        self.instrument = instrument
+        self.enabled = True
+
+    def fail(self, hook: str) -> None:
+        self.enabled = False
+        logger.exception(
+            "retrymw: instrument %r raised in %s and has been disabled; "
+            "the call's result is unaffected",
+            self.instrument,
+            hook,
+        )
+
+
+Hook = tuple[_Guard, Callable[[Any], Any]]
+
+
+class Scopes:
+    """Context managers returned by instruments, entered together and exited in reverse."""
+
+    __slots__ = ("_entered",)
+
+    def __init__(self, entered: list[tuple[_Guard, Scope]]) -> None:
+        self._entered = entered
+
+    def exit(self, error: BaseException | None = None) -> None:
+        """Exit every scope; an instrument's failure here is isolated like any other."""
+        exc_info: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+        if error is None:
+            exc_info = (None, None, None)
+        else:
+            exc_info = (type(error), error, error.__traceback__)
+        while self._entered:
+            guard, scope = self._entered.pop()
+            try:
+                # A scope that returns True would swallow the error: telemetry never changes an
+                # outcome, so the return value is ignored.
+                scope.__exit__(*exc_info)
+            except Exception:
+                guard.fail("__exit__")
+
+
+NO_SCOPES = Scopes([])
+
+
+def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
+    """The bound methods of the instruments that override ``hook``."""
+    table: list[Hook] = []
+    for guard in guards:
+        method = getattr(type(guard.instrument), hook, None)
+        if method is not None and method is not getattr(Instrument, hook):
+            table.append((guard, getattr(guard.instrument, hook)))
+    return tuple(table)
+
+
+class Dispatch:
+    """Per-hook tables built once, so that hooks nobody implements cost nothing per call."""
+
+    __slots__ = (*HOOKS, "guards", "idle_guards", "instruments")
+
+    def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
+        self.instruments = tuple(instruments)
+        if guards is None:
+            guards = [_Guard(instrument) for instrument in self.instruments]
+        self.guards = guards
+        self.call_started = _table(guards, "call_started")
+        self.attempt_started = _table(guards, "attempt_started")
+        self.attempt_finished = _table(guards, "attempt_finished")
+        self.retry_scheduled = _table(guards, "retry_scheduled")
+        self.retry_denied = _table(guards, "retry_denied")
+        self.call_finished = _table(guards, "call_finished")
+        self.breaker_state_changed = _table(guards, "breaker_state_changed")
+        # The guards of instruments that can be idle (they override `listening`).
+        self.idle_guards = tuple(
+            guard
+            for guard in guards
+            if getattr(type(guard.instrument), "listening", None)
+            not in (None, Instrument.listening)
+        )
+
+    def quiet(self) -> Dispatch | None:
+        """The same dispatch without the instruments that can be idle; None if there are none."""
+        if not self.idle_guards:
+            return None
+        guards = [guard for guard in self.guards if guard not in self.idle_guards]
+        return Dispatch([guard.instrument for guard in guards], guards=guards)
+
+    def listening(self) -> bool:
+        """Whether any enabled instrument that can be idle is listening now (never raises)."""
+        for guard in self.idle_guards:
+            if guard.enabled:
+                try:
+                    if guard.instrument.listening():
+                        return True
+                except Exception:  # a failing instrument is disabled, not fatal
+                    guard.fail("listening")
+        return False
+
+    @staticmethod
+    def emit(hooks: tuple[Hook, ...], event: object) -> None:
+        """Deliver ``event`` to every enabled hook of one table."""
+        for guard, method in hooks:
+            if guard.enabled:
+                try:
+                    method(event)
+                except Exception:
+                    guard.fail(method.__name__)
+
+    @staticmethod
+    def enter(hooks: tuple[Hook, ...], event: object) -> Scopes:
+        """Deliver ``event`` and enter the context managers the hooks return."""
+        entered: list[tuple[_Guard, Scope]] = []
+        for guard, method in hooks:
+            if not guard.enabled:
+                continue
+            try:
+                scope = method(event)
+                if scope is not None:
+                    scope.__enter__()
+                    entered.append((guard, scope))
+            except Exception:
+                guard.fail(method.__name__)
+        return Scopes(entered) if entered else NO_SCOPES
+
+    def breaker_listener(self, event: BreakerStateChanged) -> None:
+        """Forward a breaker transition to the instruments (registered on breakers)."""
+        self.emit(self.breaker_state_changed, event)

@@ -1,0 +1,399 @@
+"""`Retrier`: the runtime object. One per-call `CallRun` holds the logic; the drivers only execute.
+
+The async and sync drivers are deliberately thin loops around the same `CallRun` methods: run the
+attempt, ask the run (which asks the pure `RetryPolicy.decide`) what follows, sleep, repeat.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from random import Random
+from typing import Any, ParamSpec, TypeVar, overload
+
+import anyio
+
+from .._protect.breaker import CircuitBreaker
+from .._protect.budget import RetryBudget
+from .._protect.registry import CircuitBreakerRegistry
+from .clock import SYSTEM_CLOCK, Clock, waits_disabled
+from .errors import ConfigError
+from .instruments import Dispatch, Instrument
+from .policy import RetryPolicy
+from .run import AttemptAdapter, CallRun
+
+__all__ = ["Retrier", "retry"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_DEFAULT: Any = object()
+_NOT_GIVEN: Any = object()
+
+
+def _operation_name(fn: object) -> str:
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    # "<locals>" qualnames are per-definition-site noise; keep the readable tail for labels.
+    return str(name).rsplit("<locals>.", 1)[-1]
+
+
+class Retrier:
+    """Runs functions and coroutines under a `RetryPolicy`, with breaker, budget and telemetry.
+
+    Args:
+        policy: the policy; the default `RetryPolicy()` when omitted.
+        breaker: a `CircuitBreaker` used as a template, keyed per operation (per host for the
+            httpx transport); ``None`` for no breaker.
+        budget: the cross-call `RetryBudget`; a fresh one by default, ``None`` turns it off.
+        instruments: instruments receiving events; ``None`` for the process defaults (see
+            `retrymw.set_default_instruments`), ``()`` for none.
+        clock: where time is read and slept; the system clock by default.
+        rng: the random source for jitter.
+
+    Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
+    instance as a decorator on async and sync functions.
+
+    .. versionadded:: 0.1
+    """
+
+    __slots__ = (
+        "_breakers",
+        "_budget",
+        "_budget_reported_at",
+        "_clock",
+        "_dispatch",
+        "_plain",
+        "_quiet",
+        "_rng",
+        "policy",
+    )
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        *,
+        breaker: CircuitBreaker | None = None,
+        budget: RetryBudget | None = _DEFAULT,
+        instruments: Any = None,
+        clock: Clock | None = None,
+        rng: Random | None = None,
+    ) -> None:
+        _check_arguments(policy, breaker, budget, instruments, clock, rng)
+        self.policy = policy if policy is not None else RetryPolicy()
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        self._budget = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
+        if instruments is None:
+            from ..instrumentation import default_instruments
+
+            instruments = default_instruments()
+        self._dispatch = Dispatch(instruments)
+        self._breakers: CircuitBreakerRegistry | None = None
+        if breaker is not None:
+            self._breakers = CircuitBreakerRegistry(
+                breaker, listeners=(self._dispatch.breaker_listener,)
+            )
+        self._rng = rng if rng is not None else Random()
+        self._budget_reported_at = -math.inf
+        self._plain = self._is_plain(self.policy, self._dispatch)
+        # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
+        # while none listens, calls use this dispatch without them, and its plain path.
+        quiet = self._dispatch.quiet()
+        self._quiet = None if quiet is None else (quiet, self._is_plain(self.policy, quiet))
+
+    def _current(self) -> tuple[Dispatch, bool]:
+        """The dispatch for a call starting now, and whether its policy may take the plain path."""
+        if self._quiet is None or self._dispatch.listening():
+            return self._dispatch, self._plain
+        return self._quiet
+
+    def plain_first_attempt(self, policy: RetryPolicy) -> bool:
+        """Whether a call under ``policy`` starting now may run its first attempt bare.
+
+        True when no instrument observes calls or attempts, no breaker admits them, and the
+        policy bounds no attempt in time. A front door that checks results itself (the httpx
+        transport) then runs the first attempt directly and hands it to `execute_async` /
+        `execute_sync` through ``first_result`` / ``first_error`` only when it needs a retry.
+        """
+        return self._is_plain(policy, self._current()[0], results_checked=True)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this retrier reads and sleeps on."""
+        return self._clock
+
+    def _is_plain(
+        self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
+    ) -> bool:
+        # The plain path runs the first attempt with no bookkeeping at all; anything that must
+        # observe or bound that first attempt sends calls down the full path instead.
+        return not (
+            dispatch.call_started
+            or dispatch.attempt_started
+            or dispatch.attempt_finished
+            or dispatch.call_finished
+            or self._breakers is not None
+            or policy.timeout is not None
+            or policy.deadline is not None
+            or (
+                not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
+            )
+        )
+
+    @property
+    def budget(self) -> RetryBudget | None:
+        """The cross-call retry budget, or ``None``."""
+        return self._budget
+
+    @property
+    def breakers(self) -> CircuitBreakerRegistry | None:
+        """The keyed circuit breakers, or ``None`` when no breaker was given."""
+        return self._breakers
+
+    def __repr__(self) -> str:
+        return f"<Retrier policy={self.policy.name!r} attempts={self.policy.attempts}>"
+
+    # -- front doors ---------------------------------------------------------------------------
+
+    async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await ``fn(*args, **kwargs)`` with retries and return its result.
+
+        Raises:
+            Exception: the last exception, with a note saying why retrying stopped.
+            RetryBudgetExhausted: the policy's ``retry_budget`` ran out.
+            CircuitOpenError: the breaker rejected the call before its first attempt.
+        """
+        return await self._call_async(fn, args, kwargs, None)
+
+    def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call ``fn(*args, **kwargs)`` with retries, sleeping in the current thread.
+
+        Raises:
+            ConfigError: the policy has a per-attempt ``timeout``, which cannot interrupt a
+                synchronous function.
+        """
+        return self._call_sync(fn, args, kwargs, None)
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, T]], /
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, T], /) -> Callable[P, T]: ...
+
+    def __call__(self, fn: Callable[P, Any], /) -> Callable[P, Any]:
+        """Decorate ``fn``; a coroutine function stays a coroutine function."""
+        operation = _operation_name(fn)
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await self._call_async(fn, args, kwargs, operation)
+
+            return run_async
+
+        if self.policy.timeout is not None:
+            raise _sync_timeout_error(self.policy.timeout)
+
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return self._call_sync(fn, args, kwargs, operation)
+
+        return run
+
+    async def _call_async(
+        self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
+    ) -> T:
+        quiet = self._quiet
+        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        if plain:
+            try:
+                result = await fn(*args, **kwargs)
+            except Exception as error:
+                return await self.execute_async(
+                    functools.partial(fn, *args, **kwargs),
+                    operation=operation or _operation_name(fn),
+                    first_error=error,
+                )
+            if self._budget is not None:
+                self._budget.record_success()
+            return result
+        return await self.execute_async(
+            functools.partial(fn, *args, **kwargs), operation=operation or _operation_name(fn)
+        )
+
+    def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
+        if self.policy.timeout is not None:
+            raise _sync_timeout_error(self.policy.timeout)
+        quiet = self._quiet
+        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        if plain:
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as error:
+                return self.execute_sync(
+                    functools.partial(fn, *args, **kwargs),
+                    operation=operation or _operation_name(fn),
+                    first_error=error,
+                )
+            if self._budget is not None:
+                self._budget.record_success()
+            return result
+        return self.execute_sync(
+            functools.partial(fn, *args, **kwargs), operation=operation or _operation_name(fn)
+        )
+
+    # -- drivers -------------------------------------------------------------------------------
+
+    async def execute_async(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        operation: str,
+        target: str | None = None,
+        policy: RetryPolicy | None = None,
+        adapter: AttemptAdapter | None = None,
+        request: object = None,
+        first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
+    ) -> T:
+        """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
+
+        Front doors use this directly: ``target`` labels telemetry and keys the breaker
+        (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
+        ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
+        whose first attempt already ran on the plain path (see `plain_first_attempt`).
+        """
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = CallRun(self, policy or self.policy, operation, target, adapter, request, dispatch)
+        sleep = self._clock.sleep
+        try:
+            delay = run.open(resumed, first_result, first_error)
+            while delay is not None:
+                if delay > 0.0 or run.state.attempt:
+                    if adapter is not None and run.result is not None:
+                        await adapter.discard(run.result)
+                    scopes = run.sleep_scopes
+                    if not waits_disabled():
+                        await sleep(delay)
+                    scopes.exit()
+                if not run.start_attempt():
+                    break
+                limit = run.attempt_limit()
+                try:
+                    if limit is None:
+                        result = await attempt()
+                    else:
+                        with anyio.fail_after(limit):
+                            result = await attempt()
+                except Exception as error:
+                    delay = run.finish_attempt(None, error)
+                else:
+                    delay = run.finish_attempt(result, None)
+        except BaseException as error:
+            run.abort(error)
+            raise
+        return run.conclude()  # type: ignore[no-any-return]
+
+    def execute_sync(
+        self,
+        attempt: Callable[[], T],
+        *,
+        operation: str,
+        target: str | None = None,
+        policy: RetryPolicy | None = None,
+        adapter: AttemptAdapter | None = None,
+        request: object = None,
+        first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
+    ) -> T:
+        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = CallRun(self, policy or self.policy, operation, target, adapter, request, dispatch)
+        sleep = self._clock.sleep_sync
+        try:
+            delay = run.open(resumed, first_result, first_error)
+            while delay is not None:
+                if delay > 0.0 or run.state.attempt:
+                    if adapter is not None and run.result is not None:
+                        adapter.discard_sync(run.result)
+                    scopes = run.sleep_scopes
+                    if not waits_disabled():
+                        sleep(delay)
+                    scopes.exit()
+                if not run.start_attempt():
+                    break
+                try:
+                    result = attempt()
+                except Exception as error:
+                    delay = run.finish_attempt(None, error)
+                else:
+                    delay = run.finish_attempt(result, None)
+        except BaseException as error:
+            run.abort(error)
+            raise
+        return run.conclude()  # type: ignore[no-any-return]
+
+
+def _sync_timeout_error(timeout: float) -> ConfigError:
+    return ConfigError(
+        "timeout",
+        timeout,
+        "cannot interrupt a synchronous function; set the timeout inside it "
+        "(socket or client timeout) or make it async",
+        "timeout=None",
+    )
+
+
+def _check_arguments(
+    policy: object, breaker: object, budget: object, instruments: object, clock: object, rng: object
+) -> None:
+    """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
+    checks = (
+        ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
+        ("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")'),
+        ("budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"),
+        ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
+        ("rng", rng, Random, "random.Random(42)"),
+    )
+    for name, value, kind, example in checks:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(name, value, f"must be a {kind.__name__} or None", example)
+    if instruments is not None and (
+        isinstance(instruments, (str, bytes, Instrument)) or not isinstance(instruments, Iterable)
+    ):
+        raise ConfigError(
+            "instruments",
+            instruments,
+            "must be an iterable of instruments",
+            "(LoggingInstrument(),)",
+        )
+
+
+def retry(
+    *,
+    breaker: CircuitBreaker | None = None,
+    budget: RetryBudget | None = _DEFAULT,
+    instruments: Any = None,
+    clock: Clock | None = None,
+    **policy_fields: Any,
+) -> Retrier:
+    """Shorthand decorator: ``@retry(attempts=5, retry_on=["timeout"])``.
+
+    Policy fields go to `RetryPolicy`; ``breaker``, ``budget``, ``instruments`` and ``clock`` go
+    to `Retrier`.
+
+    .. versionadded:: 0.1
+    """
+    return Retrier(
+        RetryPolicy(**policy_fields),
+        breaker=breaker,
+        budget=budget,
+        instruments=instruments,
+        clock=clock,
+    )

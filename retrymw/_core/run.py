@@ -1,0 +1,435 @@
+"""`CallRun`: one call's state and bookkeeping, shared by the async and sync drivers.
+
+The drivers in `retrier` only execute attempts and sleep; everything a call records between
+them (events, breaker verdicts, budget tokens, the final value or exception) happens here, and
+every decision is delegated to the pure `RetryPolicy.decide`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import CircuitOpenError, RetryBudgetExhausted, add_note
+from .events import (
+    AttemptFinished,
+    AttemptOutcome,
+    AttemptStarted,
+    CallFinished,
+    CallOutcome,
+    CallStarted,
+    Outcome,
+    RetryDenied,
+    RetryReason,
+    RetryScheduled,
+)
+from .instruments import NO_SCOPES, Dispatch
+from .matchers import status_of
+from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
+
+if TYPE_CHECKING:
+    from random import Random
+
+    from .._protect.budget import RetryBudget
+    from .._protect.registry import CircuitBreakerRegistry
+    from .clock import Clock
+
+__all__ = ["AttemptAdapter", "CallRun", "Runtime"]
+
+
+class Runtime(Protocol):
+    """What a call reads from the `Retrier` that runs it: its effects and its protection."""
+
+    _clock: Clock
+    _rng: Random
+    _budget: RetryBudget | None
+    _budget_reported_at: float
+    _breakers: CircuitBreakerRegistry | None
+
+
+_OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
+    "max_attempts": "exhausted",
+    "budget_exhausted": "budget_exhausted",
+    "throttled": "throttled",
+    "deadline_exceeded": "deadline_exceeded",
+    "circuit_open": "circuit_open",
+    "not_idempotent": "failure",
+    "body_not_replayable": "failure",
+    "retry_after_exceeds_limit": "failure",
+}
+
+_NOTE_PREFIX = "retrymw: gave up after attempt "
+
+_WHY: dict[RetryReason, str] = {
+    "max_attempts": "no attempts left",
+    "budget_exhausted": "the call's retry_budget would be exceeded",
+    "throttled": "the cross-call retry budget denied the retry",
+    "deadline_exceeded": "the next retry would start past the deadline",
+    "circuit_open": "the circuit breaker is open",
+    "not_idempotent": "the request is not idempotent",
+    "body_not_replayable": "the request body cannot be replayed",
+    "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
+}
+
+
+class AttemptAdapter(Protocol):
+    """How a front door (the httpx transport) refines outcomes and disposes of results."""
+
+    def outcome(
+        self, attempt: int, elapsed: float, result: object, error: Exception | None
+    ) -> Outcome:
+        """Build the `Outcome` of one attempt (status, Retry-After hint, veto)."""
+        ...
+
+    async def discard(self, result: object) -> None:
+        """Dispose of a superseded result before the backoff sleep (async driver)."""
+        ...
+
+    def discard_sync(self, result: object) -> None:
+        """Dispose of a superseded result before the backoff sleep (sync driver)."""
+        ...
+
+
+def _error_type(outcome: Outcome) -> str:
+    if outcome.exception is not None:
+        return type(outcome.exception).__qualname__
+    if outcome.status is not None:
+        return str(outcome.status)
+    return "result"
+
+
+class CallRun:
+    """One call's state and bookkeeping; every decision is delegated to `RetryPolicy.decide`."""
+
+    __slots__ = (
+        "adapter",
+        "admitted",
+        "attempt_scopes",
+        "attempt_started_at",
+        "breaker",
+        "call_scopes",
+        "dispatch",
+        "error",
+        "operation",
+        "outcome",
+        "policy",
+        "reason",
+        "request",
+        "result",
+        "retrier",
+        "sleep_scopes",
+        "state",
+        "status",
+        "target",
+    )
+
+    def __init__(
+        self,
+        retrier: Runtime,
+        policy: RetryPolicy,
+        operation: str,
+        target: str | None,
+        adapter: AttemptAdapter | None,
+        request: object,
+        dispatch: Dispatch,
+    ) -> None:
+        self.retrier = retrier
+        self.policy = policy
+        self.operation = operation
+        self.target = target if target is not None else operation
+        self.adapter = adapter
+        self.request = request
+        self.dispatch = dispatch
+        self.state = CallState(retrier._clock.now())
+        self.breaker = None if retrier._breakers is None else retrier._breakers.get(self.target)
+        self.admitted = False
+        self.call_scopes = NO_SCOPES
+        self.attempt_scopes = NO_SCOPES
+        self.sleep_scopes = NO_SCOPES
+        self.attempt_started_at = self.state.started_at
+        self.result: object = None
+        self.error: Exception | None = None
+        self.status: int | None = None
+        self.outcome: CallOutcome = "success"
+        self.reason: RetryReason | None = None
+
+    # -- steps, in the order the drivers call them ---------------------------------------------
+
+    def begin(self) -> None:
+        """Announce the call and enter the instruments' call scopes."""
+        hooks = self.dispatch.call_started
+        if hooks:
+            self.call_scopes = Dispatch.enter(
+                hooks,
+                CallStarted(
+                    self.policy.name,
+                    self.target,
+                    self.operation,
+                    self.policy.attempts,
+                    self.request,
+                ),
+            )
+
+    def open(self, resumed: bool, result: object, error: Exception | None) -> float | None:
+        """Start the call; return the delay before the next attempt, or None if it is over.
+
+        A call ``resumed`` from the plain path already ran its first attempt, with no hooks:
+        it goes on from that attempt's ``result`` or ``error`` and keeps to the dispatch it
+        was given (the one without idle instruments), rather than reporting half a call.
+        """
+        if not resumed:
+            self.begin()
+            return 0.0
+        self.state.attempt = 1
+        return self.finish_attempt(None if error is not None else result, error)
+
+    def start_attempt(self) -> bool:
+        """Ask the breaker for admission and open the attempt; False ends the call."""
+        breaker = self.breaker
+        if breaker is not None:
+            if not breaker.allow_request():
+                if self.state.attempt:
+                    self._deny("circuit_open", self._last_outcome())
+                if self.state.attempt == 0 or (
+                    self.adapter is not None and self.result is not None
+                ):
+                    # Before any attempt, or after the last result was already disposed of
+                    # (a closed response must not be returned): the call fails fast.
+                    self.result = None
+                    self.outcome = "circuit_open"
+                    self.error = CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
+                    self.reason = "circuit_open"
+                return False
+            self.admitted = True
+        state = self.state
+        state.attempt += 1
+        hooks = self.dispatch.attempt_started
+        if hooks:
+            self.attempt_started_at = self.retrier._clock.now()
+            self.attempt_scopes = Dispatch.enter(
+                hooks,
+                AttemptStarted(
+                    self.policy.name,
+                    self.target,
+                    self.operation,
+                    state.attempt,
+                    self.policy.attempts,
+                    self.request,
+                ),
+            )
+        elif self.dispatch.attempt_finished:
+            self.attempt_started_at = self.retrier._clock.now()
+        return True
+
+    def attempt_limit(self) -> float | None:
+        """The time this attempt may take: the per-attempt timeout, cut by the deadline."""
+        policy = self.policy
+        if policy.deadline is None:
+            return policy.timeout
+        return policy.attempt_limit(self.retrier._clock.now() - self.state.started_at)
+
+    def finish_attempt(self, result: object, error: Exception | None) -> float | None:
+        """Record the attempt's outcome; return the delay before the next one, or None."""
+        retrier = self.retrier
+        policy = self.policy
+        state = self.state
+        now = retrier._clock.now()
+        outcome = self._outcome(state.attempt, now - state.started_at, result, error)
+        self.result, self.error, self.status = result, error, outcome.status
+        decision = policy.decide(state, outcome, now=now, rng=retrier._rng)
+        matched = not isinstance(decision, Accept)
+        if self.breaker is not None and self.admitted:
+            self.admitted = False
+            if matched:
+                self.breaker.record_failure()
+            else:
+                self.breaker.record_success()
+        if isinstance(decision, Retry):
+            if self.breaker is not None and self.breaker.state == "open":
+                decision = GiveUp("circuit_open")
+            elif retrier._budget is not None and not retrier._budget.try_acquire():
+                decision = GiveUp("throttled")
+        hooks = self.dispatch.attempt_finished
+        if hooks:
+            attempt_outcome: AttemptOutcome = (
+                "success"
+                if not matched and error is None
+                else "retried"
+                if isinstance(decision, Retry)
+                else "failed"
+            )
+            Dispatch.emit(
+                hooks,
+                AttemptFinished(
+                    policy.name,
+                    self.target,
+                    self.operation,
+                    state.attempt,
+                    attempt_outcome,
+                    now - self.attempt_started_at,
+                    None if attempt_outcome == "success" else _error_type(outcome),
+                    outcome.status,
+                    error,
+                ),
+            )
+        self.attempt_scopes.exit()
+        self.attempt_scopes = NO_SCOPES
+        if isinstance(decision, Retry):
+            delay = decision.delay
+            state.delay_so_far += delay
+            state.last_delay = delay
+            hooks = self.dispatch.retry_scheduled
+            if hooks:
+                self.sleep_scopes = Dispatch.enter(
+                    hooks,
+                    RetryScheduled(
+                        policy.name,
+                        self.target,
+                        self.operation,
+                        state.attempt,
+                        policy.attempts,
+                        delay,
+                        _error_type(outcome),
+                        outcome.retry_after,
+                        error,
+                        self._budget_available(),
+                    ),
+                )
+            else:
+                self.sleep_scopes = NO_SCOPES
+            return delay
+        if isinstance(decision, GiveUp):
+            self._deny(decision.reason, outcome)
+        else:
+            self.outcome = "success" if error is None else "failure"
+        return None
+
+    def conclude(self) -> Any:
+        """Finish the call: emit its end, then return the value or raise, per the policy."""
+        error = self.error
+        if error is None and self.outcome == "success" and self.retrier._budget is not None:
+            self.retrier._budget.record_success()
+        self._emit_finished(error)
+        self.call_scopes.exit()
+        if error is None:
+            return self.result
+        if self.reason is None:
+            raise error
+        policy = self.policy
+        last = error  # what a fallback receives, whatever is raised
+        if self.reason == "budget_exhausted":
+            exhausted = RetryBudgetExhausted(
+                f"Retry budget exhausted: {policy.retry_budget:g}s of backoff allowed, "
+                f"{self.state.delay_so_far:g}s used after {self.state.attempt} attempt(s); "
+                f"last error: {error!r}",
+                attempts=self.state.attempt,
+                delay_so_far=self.state.delay_so_far,
+            )
+            exhausted.__cause__ = error
+            error = exhausted
+        elif not isinstance(error, CircuitOpenError):
+            # An exception object raised again and again (a module-level instance) keeps one
+            # retrymw note, the latest, instead of one per call.
+            notes = getattr(error, "__notes__", None)
+            if isinstance(notes, list):
+                notes[:] = [note for note in notes if not str(note).startswith(_NOTE_PREFIX)]
+            add_note(
+                error,
+                f"{_NOTE_PREFIX}{self.state.attempt} of {policy.attempts} "
+                f"(policy {policy.name!r}): {_WHY[self.reason]} [{self.reason}]",
+            )
+        if policy.on_failure == "continue":
+            return None
+        if policy.on_failure == "fallback" and policy.fallback is not None:
+            return policy.fallback(last)
+        raise error
+
+    def abort(self, error: BaseException) -> None:
+        """The call ends by an error outside the attempts: close everything; the caller re-raises.
+
+        Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are ``cancelled``; anything else
+        (a ``retry_on`` predicate or a fallback that raised) is a ``failure``.
+        """
+        if self.breaker is not None and self.admitted:
+            self.admitted = False
+            self.breaker.release()
+        self.attempt_scopes.exit(error)
+        self.sleep_scopes.exit(error)
+        self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
+        self._emit_finished(error)
+        self.call_scopes.exit(error)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _outcome(
+        self, attempt: int, elapsed: float, result: object, error: Exception | None
+    ) -> Outcome:
+        if self.adapter is not None:
+            return self.adapter.outcome(attempt, elapsed, result, error)
+        if error is not None:
+            return Outcome(attempt, elapsed, error, None, status_of(error))
+        matcher = self.policy.retry_on
+        status = status_of(result) if matcher is not None and matcher.uses_results else None
+        return Outcome(attempt, elapsed, None, result, status)
+
+    def _last_outcome(self) -> Outcome:
+        return Outcome(self.state.attempt, 0.0, self.error, self.result, self.status)
+
+    def _deny(self, reason: RetryReason, outcome: Outcome) -> None:
+        self.reason = reason
+        self.outcome = _OUTCOME_OF_REASON[reason]
+        hooks = self.dispatch.retry_denied
+        if hooks:
+            Dispatch.emit(
+                hooks,
+                RetryDenied(
+                    self.policy.name,
+                    self.target,
+                    self.operation,
+                    self.state.attempt,
+                    self.policy.attempts,
+                    reason,
+                    _error_type(outcome),
+                    self._budget_available(),
+                ),
+            )
+
+    def _emit_finished(self, error: BaseException | None) -> None:
+        hooks = self.dispatch.call_finished
+        if not hooks:
+            return
+        if self.outcome == "success":
+            error_type = None
+        elif error is not None:
+            error_type = type(error).__qualname__
+        else:
+            error_type = None if self.status is None else str(self.status)
+        retrier = self.retrier
+        now = retrier._clock.now()
+        budget_available = None
+        # Reading the budget folds its lock-free success count under a lock: worth it on every
+        # call that retried, and at most once a second on the success path so the gauge still
+        # shows the bucket refilling.
+        if retrier._budget is not None and (
+            self.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
+        ):
+            retrier._budget_reported_at = now
+            budget_available = retrier._budget.available()
+        Dispatch.emit(
+            hooks,
+            CallFinished(
+                self.policy.name,
+                self.target,
+                self.operation,
+                self.outcome,
+                self.state.attempt,
+                now - self.state.started_at,
+                error_type,
+                self.status,
+                error,
+                budget_available,
+            ),
+        )
+
+    def _budget_available(self) -> float | None:
+        budget = self.retrier._budget
+        return None if budget is None else budget.available()

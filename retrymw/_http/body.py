@@ -1,0 +1,124 @@
+"""Request bodies made replayable: `buffer_async` and `buffer_sync` read a streaming body once.
+
+A retry resends the request, so its body must be readable again. These functions buffer a
+streaming body up to a limit, like `httpx.Request.aread` but bounded, and report whether it can be
+replayed; a longer body, or one whose reading fails, is sent once as it was. They are apart from
+`retrymw.httpx` because both the transports and the client helpers (`_httpx_client`) use them,
+and nothing else about a request concerns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+from .semantics import content_length
+
+__all__ = ["buffer_async", "buffer_sync"]
+
+
+def _replayable(request: httpx.Request, limit: int) -> bool | None:
+    """True if the body is in memory already, False if too long to buffer, else ``None``."""
+    try:
+        _ = request.content
+    except httpx.RequestNotRead:
+        length = content_length(request.headers.get("content-length"))
+        return None if length is None or length <= limit else False
+    return True
+
+
+class _Rest(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body read in part: the chunks read so far, then the rest or the reading error, once."""
+
+    def __init__(self, head: list[bytes], rest: Any, error: Exception | None) -> None:
+        self._head, self._rest, self._error = head, rest, error
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._head
+        if self._error is not None:
+            raise self._error
+        yield from self._rest
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._head:
+            yield chunk
+        if self._error is not None:
+            raise self._error
+        async for chunk in self._rest:
+            yield chunk
+
+
+class _Head:
+    """The chunks of a streaming body read so far, up to the replay limit."""
+
+    __slots__ = ("chunks", "limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.chunks: list[bytes] = []
+        self.limit = limit
+        self.size = 0
+
+    def keep(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; False once the body is longer than the limit."""
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        return self.size <= self.limit
+
+    def send_once(self, request: httpx.Request, rest: Any, error: Exception | None) -> bool:
+        """Give up buffering: the request sends what was read, then the rest (or the error)."""
+        request.stream = _Rest(self.chunks, rest, error)
+        return False
+
+    def replay(self, request: httpx.Request) -> None:
+        """Swap the request's stream for the whole body, in memory."""
+        request.stream = httpx.ByteStream(b"".join(self.chunks))
+
+
+async def buffer_async(request: httpx.Request, limit: int) -> bool:
+    """Make the body replayable like `httpx.Request.aread`, but bounded; False if it is not.
+
+    A body longer than ``limit``, or one whose reading fails, is sent once: the part already
+    read, then the rest of the stream (or the reading error, raised by the attempt).
+    """
+    replayable = _replayable(request, limit)
+    stream = request.stream
+    if replayable is not None or not isinstance(stream, httpx.AsyncByteStream):
+        return bool(replayable)
+    head = _Head(limit)
+    iterator = stream.__aiter__()
+    while True:
+        try:
+            chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            break
+        except Exception as error:
+            return head.send_once(request, None, error)
+        if not head.keep(chunk):
+            return head.send_once(request, iterator, None)
+    head.replay(request)
+    await request.aread()
+    return True
+
+
+def buffer_sync(request: httpx.Request, limit: int) -> bool:
+    """Sync twin of `buffer_async`."""
+    replayable = _replayable(request, limit)
+    stream = request.stream
+    if replayable is not None or not isinstance(stream, httpx.SyncByteStream):
+        return bool(replayable)
+    head = _Head(limit)
+    iterator = iter(stream)
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            break
+        except Exception as error:
+            return head.send_once(request, None, error)
+        if not head.keep(chunk):
+            return head.send_once(request, iterator, None)
+    head.replay(request)
+    request.read()
+    return True

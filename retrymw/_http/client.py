@@ -1,0 +1,116 @@
+"""The client-level helpers `request` and `request_sync`, re-exported by `retrymw.httpx`.
+
+A transport returns as soon as the headers arrive, so it cannot retry an error raised while the
+caller reads the body. These helpers retry the whole exchange, body included, through a client
+whose transport does not retry, and they mark their requests (`HELPER_EXTENSION`) so that a
+retrying transport below refuses them instead of multiplying the attempts. They are apart from
+the transports because they share none of their state, only the request plumbing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import httpx
+
+from .._core.errors import ConfigError
+from .._core.policy import RetryPolicy
+from .._core.retrier import Retrier
+from .body import buffer_async, buffer_sync
+from .exchange import HttpCall, drive_async, drive_sync
+from .semantics import REPLAY_LIMIT, http_policy
+
+__all__ = ["HELPER_EXTENSION", "request", "request_sync"]
+
+# Set by the client helpers on their requests, so that a retrying transport below refuses them.
+HELPER_EXTENSION: Final = "retrymw.client_helper"
+
+_helper_retrier: Retrier | None = None
+
+
+def _helper_setup(
+    client: httpx.AsyncClient | httpx.Client,
+    method: str,
+    url: httpx.URL | str,
+    policy: RetryPolicy | None,
+    retrier: Retrier | None,
+    kwargs: dict[str, Any],
+) -> tuple[httpx.Request, dict[str, Any], Retrier, RetryPolicy]:
+    """Build the request; return it, ``client.send``'s own arguments, the retrier and policy."""
+    global _helper_retrier
+    if retrier is None:
+        if _helper_retrier is None:
+            _helper_retrier = Retrier(http_policy())
+        retrier = _helper_retrier
+    elif not isinstance(retrier, Retrier):
+        raise ConfigError(
+            "retrier", retrier, "must be a Retrier or None", "Retrier(RetryPolicy(attempts=3))"
+        )
+    resolved = http_policy(policy if policy is not None else retrier.policy)
+    send_kwargs: dict[str, Any] = {
+        key: kwargs.pop(key) for key in ("auth", "follow_redirects") if key in kwargs
+    }
+    extensions = {**(kwargs.pop("extensions", None) or {}), HELPER_EXTENSION: True}
+    built = client.build_request(method, url, extensions=extensions, **kwargs)
+    return built, send_kwargs, retrier, resolved
+
+
+async def request(
+    client: httpx.AsyncClient,
+    method: str,
+    url: httpx.URL | str,
+    *,
+    policy: RetryPolicy | None = None,
+    retrier: Retrier | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """Send a request with ``client`` and read its body, retrying the whole exchange.
+
+    Unlike the transport, this also retries errors raised while the body is read (a connection
+    dropped mid-body, a read timeout after the headers). The idempotency, replay and
+    ``Retry-After`` rules are the transport's.
+
+    Args:
+        client: an ``httpx.AsyncClient`` whose transport does not retry already.
+        method: the HTTP method.
+        url: the URL.
+        policy: the policy; the retrier's (or the HTTP default) when omitted.
+        retrier: the `Retrier` (budget, breaker, instruments, clock); a process-wide default
+            when omitted.
+        **kwargs: as for ``client.request`` (``content``, ``json``, ``headers``, ``auth``, ...).
+
+    Returns:
+        The final response, its body read.
+
+    Raises:
+        ConfigError: the client's transport already retries, or ``policy`` or ``retrier`` is of
+            the wrong type.
+
+    .. versionadded:: 0.1
+    """
+    built, send_kwargs, retrier, resolved = _helper_setup(
+        client, method, url, policy, retrier, kwargs
+    )
+    call = HttpCall(retrier, built, resolved, await buffer_async(built, REPLAY_LIMIT))
+    return await drive_async(call, functools.partial(client.send, **send_kwargs))
+
+
+def request_sync(
+    client: httpx.Client,
+    method: str,
+    url: httpx.URL | str,
+    *,
+    policy: RetryPolicy | None = None,
+    retrier: Retrier | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """Sync twin of `request`, for ``httpx.Client``.
+
+    .. versionadded:: 0.1
+    """
+    built, send_kwargs, retrier, resolved = _helper_setup(
+        client, method, url, policy, retrier, kwargs
+    )
+    call = HttpCall(retrier, built, resolved, buffer_sync(built, REPLAY_LIMIT))
+    return drive_sync(call, functools.partial(client.send, **send_kwargs))

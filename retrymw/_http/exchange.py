@@ -1,0 +1,244 @@
+"""One httpx request through the engine, as the transports and the client helpers all run it.
+
+Both transports and both client helpers run a request the same way: prepare it (an `HttpCall`:
+the request, its policy, its `Retrier`, and the engine's adapter for it), let the first attempt
+run bare when the retrier allows it, settle that attempt's response, hand the call to the
+engine if a retry is needed, and turn the engine's give-up errors into httpx errors
+(`translate`, with the three classes here, re-exported and presented by `retrymw.httpx`).
+`HttpCall` holds every step that does not wait; `drive_async` and `drive_sync` are the only
+two drivers and differ in their awaits alone (and the sync one's time limits, which travel as
+httpx timeouts because a blocking attempt cannot be cancelled). This lives apart from
+`retrymw.httpx` so that `_httpx_client` can use it without importing the transports' module,
+which re-exports the helpers.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final
+
+import httpx
+
+from .._core.errors import CircuitOpenError, RetryBudgetExhausted, add_note
+from .._core.policy import RetryPolicy
+from .._core.retrier import _NOT_GIVEN
+from .semantics import HttpExchange, format_target, limit_sync_attempt
+
+if TYPE_CHECKING:
+    from .._core.retrier import Retrier
+
+__all__ = [
+    "ATTEMPTS_EXTENSION",
+    "AttemptTimeoutError",
+    "HttpCall",
+    "TransportCircuitOpenError",
+    "TransportRetryBudgetExhausted",
+    "drive_async",
+    "drive_sync",
+    "translate",
+]
+
+#: ``response.extensions`` key holding the number of attempts that produced the response.
+ATTEMPTS_EXTENSION: Final = "retrymw.attempts"
+# Errors proving that no byte of the request reached the server: safe to resend for any method.
+_NEVER_SENT: tuple[type[Exception], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+)
+
+
+class TransportCircuitOpenError(CircuitOpenError, httpx.TransportError):
+    """The breaker rejected a request: a `CircuitOpenError` that is also an httpx error."""
+
+    def __init__(
+        self, circuit: str, *, retry_in: float | None = None, request: httpx.Request
+    ) -> None:
+        super().__init__(circuit, retry_in=retry_in)
+        self.request = request
+
+
+class TransportRetryBudgetExhausted(RetryBudgetExhausted, httpx.TransportError):
+    """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx error."""
+
+    def __init__(
+        self, message: str, *, attempts: int, delay_so_far: float, request: httpx.Request
+    ) -> None:
+        super().__init__(message, attempts=attempts, delay_so_far=delay_so_far)
+        self.request = request
+
+
+class AttemptTimeoutError(httpx.TimeoutException, TimeoutError):
+    """An async attempt outlived the policy's ``timeout`` (or ``deadline``) and was cancelled."""
+
+
+def translate(error: Exception, request: httpx.Request, policy: RetryPolicy) -> Exception | None:
+    """Make the engine's own errors httpx errors, so ``except httpx.HTTPError`` catches them.
+
+    Returns ``None`` for every other error, which is re-raised unchanged.
+    """
+    new: Exception
+    if isinstance(error, httpx.HTTPError):
+        return None
+    if isinstance(error, CircuitOpenError):
+        new = TransportCircuitOpenError(error.circuit, retry_in=error.retry_in, request=request)
+    elif isinstance(error, RetryBudgetExhausted):
+        new = TransportRetryBudgetExhausted(
+            str(error), attempts=error.attempts, delay_so_far=error.delay_so_far, request=request
+        )
+    elif type(error) is TimeoutError and (policy.timeout or policy.deadline):
+        # anyio.fail_after's error, raised by the engine around the attempt.
+        new = AttemptTimeoutError(
+            f"attempt cancelled by the policy's timeout ({policy.timeout}s) "
+            f"or deadline ({policy.deadline}s)",
+            request=request,
+        )
+    else:
+        return None
+    new.__cause__ = error.__cause__ if isinstance(error, RetryBudgetExhausted) else error
+    for note in getattr(error, "__notes__", ()):
+        add_note(new, note)
+    return new
+
+
+class HttpCall(HttpExchange):
+    """One request on its way through a `Retrier`: every step of a call that does not wait.
+
+    It is the engine's adapter for the request (an `HttpExchange`: idempotency, replay and
+    ``Retry-After`` rules); it also settles a bare first attempt, names the call's target,
+    checks the engine's result and turns the engine's give-up errors into httpx errors.
+
+    Args:
+        retrier: the retrier running the call (its clock reads ``Retry-After`` dates).
+        request: the request; its body already buffered if it could be.
+        policy: the request's policy, ready for HTTP (`http_policy`).
+        replayable: whether the body can be sent again.
+    """
+
+    __slots__ = ("policy", "request", "retrier")
+
+    def __init__(
+        self, retrier: Retrier, request: httpx.Request, policy: RetryPolicy, replayable: bool
+    ) -> None:
+        super().__init__(
+            retrier.clock,
+            request,
+            replayable=replayable,
+            never_sent=_NEVER_SENT,
+            attempts_key=ATTEMPTS_EXTENSION,
+        )
+        self.retrier = retrier
+        self.request = request
+        self.policy = policy
+
+    def settle(self, response: httpx.Response) -> bool:
+        """Whether a bare first attempt's response is final: then the call has succeeded."""
+        if self.policy.matches(self.outcome(1, 0.0, response, None)):
+            return False
+        budget = self.retrier.budget
+        if budget is not None:
+            budget.record_success()
+        return True
+
+    @property
+    def target(self) -> str:
+        """The telemetry target and breaker key: ``host``, or ``host:port`` if not the default.
+
+        Computed only when the engine runs: a bare first attempt that succeeds never needs it.
+        """
+        url = self.request.url
+        return format_target(url.host, url.port)
+
+    def checked(self, result: object) -> httpx.Response:
+        """Return the engine's result, raising `TypeError` if a fallback returned no response."""
+        if not isinstance(result, httpx.Response):  # only a policy fallback can return this
+            raise TypeError(
+                f"policy {self.policy.name!r}: on_failure='fallback' must return an "
+                f"httpx.Response, got {type(result).__qualname__}"
+            )
+        return result
+
+    def raise_translated(self, error: Exception) -> None:
+        """Raise the httpx twin of an engine give-up ``error`` (see `translate`).
+
+        Returns for any other error, which the caller re-raises as it is with a bare ``raise``
+        (so that its traceback does not grow).
+        """
+        translated = translate(error, self.request, self.policy)
+        if translated is not None:
+            raise translated from translated.__cause__
+
+
+async def drive_async(
+    call: HttpCall, send: Callable[[httpx.Request], Awaitable[httpx.Response]]
+) -> httpx.Response:
+    """Run ``call`` with ``send`` (one attempt), retrying through the engine when needed.
+
+    The first attempt runs bare when `Retrier.plain_first_attempt` allows it, and a final
+    response returns at once; otherwise the engine runs the call, or resumes it from there.
+    """
+    request = call.request
+    first_error: Exception | None = None
+    first_result: object = _NOT_GIVEN
+    if call.retrier.plain_first_attempt(call.policy):
+        try:
+            response = await send(request)
+        except Exception as error:
+            first_error = error
+        else:
+            if call.settle(response):
+                return response
+            first_result = response
+    try:
+        result = await call.retrier.execute_async(
+            functools.partial(send, request),
+            operation=request.method,
+            target=call.target,
+            policy=call.policy,
+            adapter=call,
+            request=request,
+            first_error=first_error,
+            first_result=first_result,
+        )
+    except Exception as error:
+        call.raise_translated(error)
+        raise
+    return call.checked(result)
+
+
+def drive_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
+    """Sync twin of `drive_async`; the policy's time limits travel as httpx timeouts."""
+    request = call.request
+    first_error: Exception | None = None
+    first_result: object = _NOT_GIVEN
+    if call.retrier.plain_first_attempt(call.policy):
+        try:
+            response = send(request)
+        except Exception as error:
+            first_error = error
+        else:
+            if call.settle(response):
+                return response
+            first_result = response
+    extensions = request.extensions
+    attempt = limit_sync_attempt(
+        functools.partial(send, request), request, call.policy, call.retrier.clock
+    )
+    try:
+        result = call.retrier.execute_sync(
+            attempt,
+            operation=request.method,
+            target=call.target,
+            policy=call.policy,
+            adapter=call,
+            request=request,
+            first_error=first_error,
+            first_result=first_result,
+        )
+    except Exception as error:
+        call.raise_translated(error)
+        raise
+    finally:
+        request.extensions = extensions  # limit_sync_attempt sets each attempt's timeouts there
+    return call.checked(result)

@@ -1,0 +1,365 @@
+"""HTTP semantics without importing httpx: methods, statuses, ``Retry-After``, URLs, policies.
+
+Everything here is pure and synchronous so that `retrymw.httpx` stays a thin wrapper and the
+rules are tested without a client, a server or an event loop. ``Retry-After`` values are read
+by `_retry_after`, whose `parse_retry_after` is re-exported here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from .._core.clock import Clock
+from .._core.errors import ConfigError
+from .._core.events import Outcome, RetryReason
+from .._core.matchers import Matcher, compile_matcher, on_status
+from .._core.policy import RetryPolicy
+from .retry_after import WHITESPACE, parse_retry_after
+
+__all__ = [
+    "DRAIN_LIMIT",
+    "HTTP_RETRY_ON",
+    "IDEMPOTENCY_KEY_HEADER",
+    "IDEMPOTENT_METHODS",
+    "REPLAY_LIMIT",
+    "RETRYABLE_STATUSES",
+    "RETRY_AFTER_STATUSES",
+    "HttpExchange",
+    "PolicyResolver",
+    "attempt_limit",
+    "content_length",
+    "cut_timeouts",
+    "format_target",
+    "http_policy",
+    "is_idempotent",
+    "limit_sync_attempt",
+    "parse_retry_after",
+    "redact_url",
+]
+
+logger = logging.getLogger("retrymw")
+
+T = TypeVar("T")
+
+#: Methods RFC 9110 §9.2.2 defines as idempotent; POST and PATCH are not among them.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
+#: A request carrying this header may be retried whatever its method.
+IDEMPOTENCY_KEY_HEADER = "idempotency-key"
+#: Statuses the default HTTP policy retries.
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+#: Statuses whose ``Retry-After`` header is honoured (urllib3 also lists 413; we do not retry it).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+#: A superseded response with a known ``Content-Length`` up to this size is read before it is
+#: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
+DRAIN_LIMIT = 64 * 1024
+#: A streaming request body is buffered up to this size to make it replayable; a larger one is
+#: sent once and never retried (reason ``body_not_replayable``).
+REPLAY_LIMIT = 16 * 1024 * 1024
+
+
+def _http_retry_on() -> Matcher:
+    # Statuses first, as one set lookup: most outcomes a transport sees are responses.
+    matcher = compile_matcher([on_status(*sorted(RETRYABLE_STATUSES)), "timeout", "network"])
+    if matcher is None:  # pragma: no cover - a non-empty list always compiles to a matcher
+        raise AssertionError("HTTP_RETRY_ON")
+    return matcher
+
+
+#: The default ``retry_on`` for HTTP. ``"network"`` covers httpx's ``ConnectError`` and every
+#: other ``NetworkError`` plus ``RemoteProtocolError``; ``"timeout"`` covers ``ConnectTimeout``
+#: and every other httpx timeout, and the per-attempt timeout.
+HTTP_RETRY_ON = _http_retry_on()
+
+
+def is_idempotent(method: str) -> bool:
+    """Return whether ``method`` is idempotent (case-insensitive)."""
+    return method.upper() in IDEMPOTENT_METHODS
+
+
+def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
+    """Return ``policy`` ready for HTTP: without ``retry_on`` it gets `HTTP_RETRY_ON`.
+
+    For a coroutine an empty ``retry_on`` means "any exception"; for a transport that would
+    retry ``UnsupportedProtocol`` and never a 503, so HTTP fills in its own default instead.
+    Pass ``retry_on=on_exception(Exception)`` to really retry every exception.
+
+    Raises:
+        ConfigError: ``policy`` is not a `RetryPolicy`, or its ``on_failure`` is
+            ``"continue"``.
+    """
+    if policy is None:
+        return RetryPolicy(retry_on=HTTP_RETRY_ON)
+    if not isinstance(policy, RetryPolicy):
+        raise ConfigError(
+            "policy", policy, "must be a RetryPolicy or None", "RetryPolicy(attempts=3)"
+        )
+    if policy.on_failure == "continue":
+        raise ConfigError(
+            "on_failure",
+            policy.on_failure,
+            "a transport must return a response or raise; use raise or fallback",
+            '"raise"',
+        )
+    if policy.retry_on is None:
+        return policy.replace(retry_on=HTTP_RETRY_ON)
+    return policy
+
+
+_POLICIES_EXAMPLE = '{"fast": RetryPolicy(attempts=2)}'
+
+
+class PolicyResolver:
+    """Turns ``request.extensions["retrymw"]`` into a `RetryPolicy`, caching what it builds.
+
+    Args:
+        default: the transport's policy (already passed through `http_policy`).
+        policies: named policies a request may select by name.
+
+    Raises:
+        ConfigError: ``policies`` is not a mapping of names to `RetryPolicy`.
+
+    The cache keeps the hot path free of validation: a dict of fields such as
+    ``{"attempts": 1}`` is applied with `RetryPolicy.replace` once, then looked up.
+    """
+
+    __slots__ = ("_cache", "default", "policies")
+
+    #: At most this many distinct overrides are cached; more are rebuilt on every request.
+    MAX_CACHED = 256
+
+    def __init__(
+        self, default: RetryPolicy, policies: Mapping[str, RetryPolicy] | None = None
+    ) -> None:
+        self.default = default
+        resolved: dict[str, RetryPolicy] = {}
+        if policies is None:
+            policies = {}
+        elif not isinstance(policies, Mapping):
+            raise ConfigError(
+                "policies", policies, "must be a mapping of names to RetryPolicy", _POLICIES_EXAMPLE
+            )
+        for name, policy in policies.items():
+            if not isinstance(name, str):
+                raise ConfigError("policies", name, "names must be strings", _POLICIES_EXAMPLE)
+            if not isinstance(policy, RetryPolicy):
+                raise ConfigError(
+                    f"policies.{name}", policy, "must be a RetryPolicy", "RetryPolicy(attempts=5)"
+                )
+            resolved[name] = http_policy(policy)
+        self.policies = resolved
+        self._cache: dict[Any, tuple[object, RetryPolicy]] = {}
+
+    def resolve(self, override: object) -> RetryPolicy:
+        """Return the policy for one request's ``extensions["retrymw"]`` value (or ``None``).
+
+        Raises:
+            ConfigError: an unknown policy name, a bad field, or a value of another type.
+        """
+        if override is None:
+            return self.default
+        if isinstance(override, str):
+            try:
+                return self.policies[override]
+            except KeyError:
+                known = ", ".join(sorted(self.policies)) or "none configured"
+                raise ConfigError(
+                    'extensions["retrymw"]', override, f"unknown policy (known: {known})", '"fast"'
+                ) from None
+        if isinstance(override, RetryPolicy):
+            if override.retry_on is not None and override.on_failure != "continue":
+                return override
+            key: Any = ("policy", id(override))
+        elif isinstance(override, dict):
+            try:
+                # The type is part of the key: {"attempts": True} must not hit {"attempts": 1}.
+                key = ("fields", frozenset((k, type(v), v) for k, v in override.items()))
+            except TypeError:  # an unhashable value, e.g. a retry_on list: build every time
+                return self._build(override)
+        else:
+            raise ConfigError(
+                'extensions["retrymw"]',
+                override,
+                "must be a policy name, a RetryPolicy or a dict of policy fields",
+                '{"attempts": 1}',
+            )
+        cached = self._cache.get(key)
+        # The original object is kept with its result so that an id() is never reused.
+        if cached is not None and (key[0] == "fields" or cached[0] is override):
+            return cached[1]
+        policy = self._build(override)
+        if len(self._cache) < self.MAX_CACHED:
+            self._cache[key] = (override, policy)
+        return policy
+
+    def _build(self, override: RetryPolicy | dict[str, Any]) -> RetryPolicy:
+        if isinstance(override, RetryPolicy):
+            return http_policy(override)
+        try:
+            return http_policy(self.default.replace(**override))
+        except ConfigError as error:
+            raise error.at('extensions["retrymw"]') from None
+
+
+def attempt_limit(policy: RetryPolicy, elapsed: float) -> float | None:
+    """The time one attempt may take: `RetryPolicy.attempt_limit`, as the async engine uses it."""
+    return policy.attempt_limit(elapsed)
+
+
+_TIMEOUT_KEYS = ("connect", "read", "write", "pool")
+# httpx treats a zero timeout as "fail at once" on some operations; keep a sliver instead.
+_MIN_TIMEOUT = 0.001
+
+
+def cut_timeouts(current: object, limit: float) -> dict[str, float]:
+    """Return httpx's ``timeout`` request extension with every phase capped at ``limit``.
+
+    ``current`` is the existing extension (a dict of ``connect``, ``read``, ``write`` and
+    ``pool`` seconds, ``None`` meaning no limit), or anything else for "none set".
+    """
+    limit = max(limit, _MIN_TIMEOUT)
+    phases: Mapping[str, Any] = current if isinstance(current, Mapping) else {}
+    cut: dict[str, float] = {}
+    for key in _TIMEOUT_KEYS:
+        value = phases.get(key)
+        cut[key] = limit if not isinstance(value, (int, float)) else min(float(value), limit)
+    return cut
+
+
+def content_length(value: str | None) -> int | None:
+    """Return a ``Content-Length`` header's value, or ``None`` when absent or not plain digits."""
+    if value is None:
+        return None
+    value = value.strip(WHITESPACE)
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 20 else None
+
+
+def limit_sync_attempt(
+    send: Callable[[], T], request: Any, policy: RetryPolicy, clock: Clock
+) -> Callable[[], T]:
+    """Enforce a sync attempt's time limit through httpx's ``timeout`` request extension.
+
+    A blocking attempt cannot be cancelled, so each of its phases (connect, read, write, pool)
+    is capped at what the policy's ``timeout`` and ``deadline`` leave. The caller restores
+    ``request.extensions`` when the call ends.
+    """
+    if policy.timeout is None and policy.deadline is None:
+        return send
+    original = request.extensions
+    started = clock.now()
+
+    def attempt() -> T:
+        limit = policy.attempt_limit(clock.now() - started)
+        if limit is not None:  # pragma: no branch - the policy has a timeout or a deadline
+            timeout = cut_timeouts(original.get("timeout"), limit)
+            request.extensions = {**original, "timeout": timeout}
+        return send()
+
+    return attempt
+
+
+def format_target(host: str, port: int | None) -> str:
+    """The telemetry target and breaker key for a host: ``host``, or ``host:port`` if not default.
+
+    ``port`` is ``None`` when the URL uses its scheme's default port (as httpx reports it).
+    """
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return host if port is None else f"{host}:{port}"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` fit for the ``url.full`` attribute: no userinfo, query or fragment.
+
+    Credentials and query strings (tokens, signatures, ids) never reach telemetry. The function
+    works on the text alone and never raises.
+
+    >>> redact_url("https://user:secret@example.com:8443/a/b?token=x#top")
+    'https://example.com:8443/a/b'
+    """
+    url = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
+class HttpExchange:
+    """The engine's view of one HTTP request (its `AttemptAdapter`).
+
+    It vetoes retries that would resend a non-idempotent request or a body that cannot be
+    replayed, reads ``Retry-After`` on 429 and 503, stamps ``response.extensions`` with the
+    attempt number, and disposes of superseded responses. It works on httpx's request and
+    response objects by duck typing, so this module never imports httpx.
+
+    Args:
+        clock: the clock whose ``wall()`` dates are compared with.
+        request: the ``httpx.Request``.
+        replayable: whether the body can be sent again.
+        never_sent: error types proving that no byte reached the server (connect errors): they
+            are retried for every method.
+        attempts_key: the ``response.extensions`` key for the attempt number.
+    """
+
+    __slots__ = ("_attempts_key", "_clock", "_never_sent", "_veto_sent", "_veto_unsent")
+
+    def __init__(
+        self,
+        clock: Clock,
+        request: Any,
+        *,
+        replayable: bool,
+        never_sent: tuple[type[Exception], ...],
+        attempts_key: str,
+    ) -> None:
+        self._clock = clock
+        self._never_sent = never_sent
+        self._attempts_key = attempts_key
+        idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
+        self._veto_unsent: RetryReason | None = None if replayable else "body_not_replayable"
+        self._veto_sent: RetryReason | None = self._veto_unsent if idempotent else "not_idempotent"
+
+    def outcome(
+        self, attempt: int, elapsed: float, result: Any, error: Exception | None
+    ) -> Outcome:
+        """Describe one attempt: status, ``Retry-After`` hint and the veto that applies."""
+        if error is not None:
+            veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
+            return Outcome(attempt, elapsed, error, None, None, None, veto)
+        result.extensions[self._attempts_key] = attempt
+        status: int = result.status_code
+        hint = None
+        if status in RETRY_AFTER_STATUSES:
+            value = result.headers.get("retry-after")
+            if value is not None:
+                hint = parse_retry_after(value, self._clock.wall())
+        return Outcome(attempt, elapsed, None, result, status, hint, self._veto_sent)
+
+    async def discard(self, result: Any) -> None:
+        """Read a small superseded body so its connection is reused, then close the response."""
+        try:
+            if _drainable(result):
+                await result.aread()
+        except Exception:  # a superseded response: failing to drain only costs its connection
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            await result.aclose()
+
+    def discard_sync(self, result: Any) -> None:
+        """Sync twin of `discard`."""
+        try:
+            if _drainable(result):
+                result.read()
+        except Exception:
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            result.close()
+
+
+def _drainable(response: Any) -> bool:
+    # Closing an unread body makes httpcore drop the connection; reading a small one keeps it.
+    # An unknown length (chunked) could be endless, so it is closed unread.
+    length = content_length(response.headers.get("content-length"))
+    return not response.is_stream_consumed and length is not None and length <= DRAIN_LIMIT

@@ -1,0 +1,399 @@
+"""`CircuitBreaker`: one circuit's states, rules and statistics.
+
+States: ``closed`` (everything passes), ``open`` (everything is rejected until the recovery
+timeout ends) and ``half_open`` (exactly ``half_open_max_calls`` probes at a time; the rest are
+rejected at once). The only transitions are closed→open, open→half_open, half_open→closed and
+half_open→open.
+
+A closed circuit opens on either of two signals, both counted per *attempt*:
+
+* ``failure_threshold`` consecutive failures (default 20), the classic rule; and
+* a failure rate of at least ``failure_rate_threshold`` (default 50%) over a sliding ``window``
+  (default the last 100 attempts; ``"10s"`` makes it time-based) once it holds
+  ``minimum_calls`` attempts (default 50).
+
+Why these defaults: at 20% independent failures and 100 calls/s (about 450 000 attempts an hour
+with retries), 20 failures in a row has probability 0.2**20 ≈ 1e-14 per attempt and a 50% rate
+over 50-100 attempts at most 2e-6 per window, so the circuit never opens in an hour (10
+consecutive failures would trip about once in 27 hours; ``minimum_calls=20`` about once in 400
+fresh windows). A dead dependency trips the consecutive rule after 20 attempts, 0.2 s at
+100 calls/s; a partial outage (50-85% failures) trips the rate rule within one window. The
+recovery timeout is 5 s (Polly's; resilience4j waits 60 s): with a single probe, probing is cheap.
+Open periods can grow (``max_recovery_timeout``: doubled per consecutive trip) and be jittered
+(``recovery_jitter``: drawn from ``[d * (1 - j), d]``, so they stay jittered at the cap).
+
+The open→half_open transition happens lazily, at the first request or `state` read after the
+timeout, and its event carries that time.
+
+Only a probe's own verdict moves a half-open circuit. Each probe's permit is kept in the
+admitting task's or thread's context (`_breaker_probes`), where the retrier reports its
+verdict; a late verdict for an attempt admitted while closed, or in an earlier half-open
+period, finds none: it neither frees a slot nor closes or reopens the circuit, so at most
+``half_open_max_calls`` probes are ever in flight. Such verdicts still count in the totals,
+and change nothing else while open. While closed every verdict counts in the rules, whenever
+its attempt was admitted (a probe that outlives the closing, or a straggler from before a trip):
+telling them apart would cost every closed-state admission a context write, about doubling the
+lock-free hot path, and a straggler that outlived an open period is still a real outcome.
+
+While closed, `allow_request` is lock-free and so is `record_success` with a count-based window
+(one ``next()`` on a `LazyCount`, folded into the window by the next failure); everything else
+takes a short lock, and listeners run after it is released. The arguments are checked in
+`_breaker_settings`, the failure-rate windows are `_breaker_window`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from random import Random
+from typing import Any, final
+
+from .._core.clock import SYSTEM_CLOCK, Clock
+from .._core.events import BreakerStateChanged, CircuitState
+from .counting import LazyCount
+from .probes import ProbeSlots
+from .settings import BreakerSettings, breaker_settings
+from .windows import CountWindow, TimeWindow
+
+__all__ = ["CircuitBreaker", "CircuitBreakerStatistics"]
+
+Listener = Callable[[BreakerStateChanged], None]
+
+_logger = logging.getLogger("retrymw")
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitBreakerStatistics:
+    """A snapshot of a `CircuitBreaker`.
+
+    Attributes:
+        name: the circuit's name (the ``retrymw_circuit`` label).
+        state: ``"closed"``, ``"open"`` or ``"half_open"``.
+        consecutive_failures: failures since the last success while closed.
+        window_calls: attempts in the sliding window.
+        window_failures: failed attempts in the sliding window.
+        failure_rate: ``window_failures / window_calls``, or ``None`` below ``minimum_calls``.
+        successes: successes recorded since creation.
+        failures: failures recorded since creation.
+        rejected: requests rejected since creation (open, or half-open with no free slot).
+        trips: how many times the circuit opened.
+        probes_in_flight: admitted half-open probes without a verdict yet.
+        retry_in: seconds until the next probe is allowed, when open.
+    """
+
+    name: str
+    state: CircuitState
+    consecutive_failures: int
+    window_calls: int
+    window_failures: int
+    failure_rate: float | None
+    successes: int
+    failures: int
+    rejected: int
+    trips: int
+    probes_in_flight: int
+    retry_in: float | None
+
+
+@final
+class CircuitBreaker:
+    """A circuit breaker with a consecutive-failure rule, a failure-rate window and exact probes.
+
+    See the module documentation for the rules and why the defaults hold. Durations accept
+    seconds, `timedelta` or strings such as ``"5s"``. Report each admitted attempt's verdict
+    from the task or thread that was admitted, as the retrier does: a probe is recognised by
+    its context, and one reported from elsewhere keeps its half-open slot.
+
+    Args:
+        name: the circuit's name, a bounded telemetry label.
+        failure_threshold: consecutive failed attempts that open the circuit; ``None`` turns the
+            rule off.
+        recovery_timeout: how long the circuit stays open before a probe is allowed.
+        half_open_max_calls: probes allowed at the same time in half-open.
+        success_threshold: successful probes that close the circuit; one failure reopens it.
+        failure_rate_threshold: failure rate in ``(0, 1]`` over the window that opens the circuit;
+            ``None`` turns the rule off.
+        window: an ``int`` counts the last N attempts; a duration string, `timedelta` or
+            ``{secs, nanos}`` makes the window time-based.
+        minimum_calls: attempts the window must hold before its rate counts.
+        max_recovery_timeout: cap of open periods that double with each consecutive trip;
+            ``None`` keeps every open period at ``recovery_timeout``.
+        recovery_jitter: in ``[0, 1]``; each open period ``d`` is drawn from
+            ``[d * (1 - recovery_jitter), d]``.
+        clock: where time is read; the system clock by default.
+        rng: the random source for ``recovery_jitter``.
+
+    Raises:
+        ConfigError: a value is out of range; the message names the field.
+
+    .. versionadded:: 0.1
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "default",
+        failure_threshold: int | None = 20,
+        recovery_timeout: Any = "5s",
+        half_open_max_calls: int = 1,
+        success_threshold: int = 1,
+        failure_rate_threshold: float | None = 0.5,
+        window: Any = 100,
+        minimum_calls: int = 50,
+        max_recovery_timeout: Any = None,
+        recovery_jitter: float = 0.0,
+        clock: Clock | None = None,
+        rng: Random | None = None,
+    ) -> None:
+        settings = breaker_settings(
+            name=name,
+            failure_threshold=failure_threshold,
+            recovery_timeout=recovery_timeout,
+            half_open_max_calls=half_open_max_calls,
+            success_threshold=success_threshold,
+            failure_rate_threshold=failure_rate_threshold,
+            window=window,
+            minimum_calls=minimum_calls,
+            max_recovery_timeout=max_recovery_timeout,
+            recovery_jitter=recovery_jitter,
+        )
+        self._setup(name, settings, clock if clock is not None else SYSTEM_CLOCK, rng, ())
+
+    def _setup(
+        self,
+        name: str,
+        settings: BreakerSettings,
+        clock: Clock,
+        rng: Random | None,
+        listeners: tuple[Listener, ...],
+    ) -> None:
+        self.name = name
+        self._settings = settings
+        self._clock = clock
+        self._rng = rng if rng is not None else Random()
+        self._listeners = listeners
+        self._lock = threading.Lock()
+        self._state: CircuitState = "closed"
+        self._window = self._new_window()
+        self._consecutive = 0
+        self._probes = ProbeSlots()
+        self._half_open_successes = 0
+        self._reopen_at = 0.0
+        self._streak = 0
+        self._successes = self._failures = self._rejected = self._trips = 0
+        # With a count-based window, successes while closed are only counted (lock-free) and
+        # folded into the window under the lock by the next locked operation: see _fold().
+        self._lazy = settings.window_size is not None
+        self._pending = LazyCount()
+
+    def _new_window(self) -> CountWindow | TimeWindow:
+        settings = self._settings
+        if settings.window_size is not None:
+            return CountWindow(settings.window_size)
+        assert settings.window_duration is not None
+        return TimeWindow(settings.window_duration)
+
+    def clone(self, name: str) -> CircuitBreaker:
+        """Return a fresh, closed breaker with these settings, clock, rng and listeners."""
+        breaker = CircuitBreaker.__new__(CircuitBreaker)
+        breaker._setup(name, self._settings, self._clock, self._rng, self._listeners)
+        return breaker
+
+    # -- the retrier's interface ------------------------------------------------------------------
+
+    @property
+    def state(self) -> CircuitState:
+        """The current state; an open circuit whose timeout has passed turns half-open here."""
+        state = self._state
+        if state == "open" and self._clock.now() >= self._reopen_at:
+            with self._lock:
+                events = self._check_recovery(self._clock.now())
+                state = self._state
+            self._emit(events)
+        return state
+
+    def allow_request(self) -> bool:
+        """Admit an attempt or not, without waiting; in half-open, take a probe slot."""
+        if self._state == "closed":  # the hot path: no lock, no clock
+            return True
+        return self._admit()
+
+    def _admit(self) -> bool:
+        with self._lock:
+            events = self._check_recovery(self._clock.now())
+            state = self._state
+            admitted = state == "closed" or (
+                state == "half_open" and len(self._probes) < self._settings.half_open_max_calls
+            )
+            if state == "half_open" and admitted:
+                self._probes.admit()
+            elif not admitted:
+                self._rejected += 1
+        self._emit(events)
+        return admitted
+
+    def record_success(self) -> None:
+        """Record that an admitted attempt succeeded (a probe's success frees its slot)."""
+        if self._lazy and self._state == "closed":  # the hot path: one atomic counter step
+            next(self._pending)
+            return
+        with self._lock:
+            self._fold()
+            self._successes += 1
+            state = self._state
+            if state == "closed":
+                self._consecutive = 0
+                self._window.add(False, self._clock)
+                return
+            if state != "half_open" or not self._probes.finish():
+                return  # while open, or a verdict that is not this period's probe's
+            self._half_open_successes += 1
+            if self._half_open_successes < self._settings.success_threshold:
+                return
+            self._streak = 0
+            event = self._move("closed", self._clock.now())
+        self._emit([event])
+
+    def record_failure(self) -> None:
+        """Record that an admitted attempt failed; this may open the circuit."""
+        events: list[BreakerStateChanged] = []
+        with self._lock:
+            self._fold()
+            self._failures += 1
+            state = self._state
+            if state == "closed":
+                now = self._clock.now()
+                self._consecutive += 1
+                window = self._window
+                window.add(True, self._clock)
+                settings = self._settings
+                rate = settings.failure_rate_threshold
+                if (
+                    settings.failure_threshold is not None
+                    and self._consecutive >= settings.failure_threshold
+                ) or (
+                    rate is not None
+                    and window.calls >= settings.minimum_calls
+                    and window.failures >= rate * window.calls
+                ):
+                    events.append(self._trip(now))
+            elif state == "half_open" and self._probes.finish():
+                events.append(self._trip(self._clock.now()))
+        self._emit(events)
+
+    def release(self) -> None:
+        """An admitted attempt ended without a verdict (cancelled): a probe frees its slot."""
+        with self._lock:
+            if self._state == "half_open":
+                self._probes.finish()
+
+    def retry_in(self) -> float | None:
+        """Seconds until the next probe is allowed when open, else ``None``."""
+        if self._state != "open":
+            return None
+        return max(0.0, self._reopen_at - self._clock.now())
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener`` with a `BreakerStateChanged` on every transition.
+
+        Listeners run outside the breaker's lock; one that raises is logged and skipped.
+        """
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def statistics(self) -> CircuitBreakerStatistics:
+        """Return a frozen snapshot of the breaker."""
+        self.state  # noqa: B018 - applies a due open→half_open transition first
+        with self._lock:
+            self._fold()
+            window = self._window
+            if isinstance(window, TimeWindow):
+                window.expire(self._clock.now())
+            calls, failures = window.calls, window.failures
+            return CircuitBreakerStatistics(
+                name=self.name,
+                state=self._state,
+                consecutive_failures=self._consecutive,
+                window_calls=calls,
+                window_failures=failures,
+                failure_rate=(
+                    failures / calls if calls and calls >= self._settings.minimum_calls else None
+                ),
+                successes=self._successes,
+                failures=self._failures,
+                rejected=self._rejected,
+                trips=self._trips,
+                probes_in_flight=len(self._probes),
+                retry_in=self.retry_in(),
+            )
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        rate = "-" if stats.failure_rate is None else f"{stats.failure_rate:.0%}"
+        opened = "" if stats.retry_in is None else f" retry_in={stats.retry_in:.3g}s"
+        return (
+            f"<CircuitBreaker {self.name!r} {stats.state}{opened} "
+            f"failures={stats.consecutive_failures} in a row, {rate} of "
+            f"{stats.window_calls} trips={stats.trips}>"
+        )
+
+    # -- transitions (the caller holds the lock) ---------------------------------------------------
+
+    def _fold(self) -> None:
+        """Move the successes counted lock-free into the totals and, if closed, the window."""
+        if not self._lazy:
+            return
+        new = self._pending.take()
+        if new:
+            self._successes += new
+            if self._state == "closed":
+                self._consecutive = 0
+                assert isinstance(self._window, CountWindow)
+                self._window.add_successes(new)
+
+    def _move(self, state: CircuitState, now: float) -> BreakerStateChanged:
+        self._fold()
+        event = BreakerStateChanged(self.name, self._state, state, now)
+        self._state = state
+        self._probes.clear()
+        self._half_open_successes = 0
+        if state == "closed":
+            self._consecutive = 0
+            self._window = self._new_window()
+        return event
+
+    def _trip(self, now: float) -> BreakerStateChanged:
+        settings = self._settings
+        self._streak += 1
+        self._trips += 1
+        # Doubling from recovery_timeout, capped; log2 keeps 2**streak from overflowing.
+        period = settings.recovery_timeout
+        longest = settings.max_recovery_timeout
+        if longest > period > 0.0:
+            doublings = self._streak - 1
+            period = longest if doublings >= math.log2(longest / period) else period * 2**doublings
+        if settings.recovery_jitter:
+            period *= 1.0 - settings.recovery_jitter * self._rng.random()
+        self._reopen_at = now + period
+        return self._move("open", now)
+
+    def _check_recovery(self, now: float) -> list[BreakerStateChanged]:
+        if self._state == "open" and now >= self._reopen_at:
+            return [self._move("half_open", now)]
+        return []
+
+    def _emit(self, events: list[BreakerStateChanged]) -> None:
+        for event in events:
+            for listener in self._listeners:
+                _notify(listener, event)
+
+
+def _notify(listener: Listener, event: BreakerStateChanged) -> None:
+    try:
+        listener(event)
+    except Exception:
+        # A listener is telemetry: it must never break the breaker or the call.
+        _logger.exception("retrymw: breaker listener %r failed on %r", listener, event)

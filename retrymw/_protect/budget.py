@@ -1,0 +1,277 @@
+"""`RetryBudget`: cross-call admission control for retries.
+
+A token bucket in the spirit of gRPC retry throttling, the AWS retry quota and Finagle's
+budgets, tuned so that one set of defaults holds at every client rate:
+
+* every call that ends in success deposits ``ratio`` tokens (default 0.3); every retry costs
+  one token, and a retry is admitted only when a whole token is there;
+* the bucket holds at most ``capacity = max(min_capacity, burst * S)`` tokens, where ``S`` is the
+  number of successful calls in the trailing ``window`` (defaults: 10, 0.1 and 10 s). The reserve
+  thus scales with the client's own recent traffic, and a fresh budget starts with
+  ``min_capacity`` tokens so the first calls' retries go through.
+
+Why these choices (figures from ``retrymw.simulate``, seeded; default policy of 3 attempts):
+
+* **Deposits on success, not per call or per second.** During a total outage nothing succeeds,
+  so nothing refills the bucket: an outage can spend at most what the bucket held when it
+  began. A time-based refill (Finagle's reserve of 10 retries/s) funds every retry a 2 calls/s
+  client asks for, however long the outage lasts: Finagle's defaults give 4.0x there. Depositing
+  per *call* (Finagle's ``RetryFilter``) lets failing calls fund retries: 1.30x at 100 calls/s.
+* **Capacity is 10% of trailing-10 s successes, floored at 10.** An outage's burst is bounded by
+  what this client did recently, not by a constant sized for someone else: a 120 s outage after
+  a warm-up costs 1.042x at 2 calls/s (10 retries for 240 calls), 1.008x at 10 and 100 calls/s
+  and 1.017x at 1000 calls/s (1000 retries, 60 s), where an absolute 100-token reserve (AWS)
+  gives 1.42x at 2 calls/s.
+* **The floor is 10, not the research goal's 5.** Failures cluster, and a low-rate client's
+  bucket is small: at 2 calls/s and 10% failures, a floor of 5 denies 16 retries in 200 000
+  calls (99 with a ratio of 0.2), which costs success below the 99.9% of three unthrottled
+  attempts; floors of 8 and 10 deny none. Above 100 calls/s the capacity is 100 or more anyway.
+* **A ratio of 0.3.** Deposits count successes only, so 0.3 is about Finagle's "20% of
+  requests" at one failure in three. A call needs 0.11 retries at 10% failures and 0.24 at 20%,
+  and earns 0.3 tokens: a flaky-but-healthy dependency is never throttled (100 calls/s, 300 s:
+  no denials at p = 0.2, success 0.9924, the same as without a budget; a ratio of 0.2 denies
+  1 162 and succeeds 0.956, gRPC's 0.1 throttle 0.916 at p = 0.1). Under a heavy brownout
+  long-run amplification stays near ``1 + ratio * success``: 1.27x at p = 0.3 (success 0.89),
+  1.18x at p = 0.5.
+
+There is no cap on *concurrent* retries (Envoy's budget): the interface has no release, and the
+token bound already caps how many retries an outage can start.
+
+Thread- and task-safe without blocking: `record_success` is one atomic ``next()`` on a
+`LazyCount` (an `itertools.count`) and takes no lock (65-120 ns measured, against 500-1000 ns
+for the same method around a `threading.Lock`, on one shared machine). The successes are folded
+into the bucket lazily, under a lock, when `try_acquire`, `available` or `statistics` next
+runs. Successes folded late are spread evenly over the time since the previous fold, so a long
+quiet period cannot inflate the trailing-window count at the start of an outage.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, final
+
+from .._core.clock import SYSTEM_CLOCK, Clock
+from .._core.durations import parse_duration
+from .._core.errors import ConfigError
+from .counting import LazyCount
+
+__all__ = ["RetryBudget", "RetryBudgetStatistics"]
+
+# Sub-buckets of the trailing window; the window's edge is accurate to window / _SLOTS.
+_SLOTS = 10
+# One extra slot holds the part of the window that straddles its oldest edge (interpolated).
+_RING = _SLOTS + 1
+# Deposits are multiples of a float ratio; 5 * 0.2 must buy a retry despite rounding.
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class RetryBudgetStatistics:
+    """A snapshot of a `RetryBudget`.
+
+    Attributes:
+        available: tokens in the bucket now; one retry costs one token.
+        capacity: the current cap, ``max(min_capacity, burst * window_successes)``.
+        acquired: retries admitted since creation.
+        denied: retries denied (reason ``throttled``) since creation.
+        deposits: successful calls recorded since creation.
+        window_successes: successful calls in the trailing window (estimated).
+        ratio: tokens deposited per successful call.
+        burst: capacity as a share of ``window_successes``.
+        min_capacity: the floor of the capacity, and the tokens of a fresh budget.
+        window: the trailing window in seconds.
+    """
+
+    available: float
+    capacity: float
+    acquired: int
+    denied: int
+    deposits: int
+    window_successes: float
+    ratio: float
+    burst: float
+    min_capacity: float
+    window: float
+
+
+@final
+class RetryBudget:
+    """Cross-call admission control for retries: a token bucket funded by successful calls.
+
+    See the module documentation for the algorithm and why the defaults hold at every client
+    rate. One budget is shared by every call through a `Retrier` or transport.
+
+    Args:
+        ratio: tokens deposited by each call that ends in success; one retry costs one token, so
+            in the long run retries are at most ``ratio`` times the successful calls.
+        burst: the bucket's capacity as a share of the successful calls in the trailing
+            ``window``; it bounds the retries an outage can start.
+        window: the trailing window that ``burst`` refers to (a duration).
+        min_capacity: the floor of the capacity, and the tokens a fresh budget starts with.
+        clock: where time is read; the system clock by default.
+
+    Raises:
+        ConfigError: a value is out of range; the message names the field.
+
+    .. versionadded:: 0.1
+    """
+
+    __slots__ = (
+        "_acquired",
+        "_balance",
+        "_burst",
+        "_clock",
+        "_denied",
+        "_epoch",
+        "_epoch_end",
+        "_in_window",
+        "_last_fold",
+        "_lock",
+        "_min_capacity",
+        "_ratio",
+        "_slot_width",
+        "_slots",
+        "_successes",
+        "_window",
+    )
+
+    def __init__(
+        self,
+        *,
+        ratio: float = 0.3,
+        burst: float = 0.1,
+        window: Any = "10s",
+        min_capacity: float = 10.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._ratio = _non_negative(ratio, "ratio", "0.3")
+        self._burst = _non_negative(burst, "burst", "0.1")
+        self._min_capacity = _non_negative(min_capacity, "min_capacity", "10")
+        self._window = parse_duration(window, field="window")
+        if self._window <= 0.0:
+            raise ConfigError("window", window, "must be greater than zero", '"10s"')
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        self._lock = threading.Lock()
+        # record_success() only counts; _fold() takes the count under the lock.
+        self._successes = LazyCount()
+        self._balance = self._min_capacity
+        self._acquired = 0
+        self._denied = 0
+        self._slot_width = self._window / _SLOTS
+        self._slots = [0.0] * _RING
+        self._in_window = 0.0
+        now = self._clock.now()
+        self._epoch = math.floor(now / self._slot_width)
+        self._epoch_end = (self._epoch + 1) * self._slot_width
+        self._last_fold = now
+
+    def record_success(self) -> None:
+        """Deposit for one call that ended in success. Lock-free: one atomic counter step."""
+        next(self._successes)
+
+    def try_acquire(self) -> bool:
+        """Take one token for a retry; ``False`` means the retry is denied (``throttled``)."""
+        with self._lock:
+            self._fold()
+            if self._balance >= 1.0 - _EPSILON:
+                self._balance = max(0.0, self._balance - 1.0)
+                self._acquired += 1
+                return True
+            self._denied += 1
+            return False
+
+    def available(self) -> float:
+        """Return the tokens available now (for a gauge)."""
+        with self._lock:
+            self._fold()
+            return self._balance
+
+    def statistics(self) -> RetryBudgetStatistics:
+        """Return a frozen snapshot of the budget."""
+        with self._lock:
+            self._fold()
+            window_successes = self._trailing(self._last_fold)
+            return RetryBudgetStatistics(
+                available=self._balance,
+                capacity=self._capacity(window_successes),
+                acquired=self._acquired,
+                denied=self._denied,
+                deposits=self._successes.taken,
+                window_successes=window_successes,
+                ratio=self._ratio,
+                burst=self._burst,
+                min_capacity=self._min_capacity,
+                window=self._window,
+            )
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        return (
+            f"<RetryBudget available={stats.available:.3g}/{stats.capacity:.3g} "
+            f"ratio={stats.ratio:g} acquired={stats.acquired} denied={stats.denied}>"
+        )
+
+    # -- internals (the caller holds the lock) ---------------------------------------------------
+
+    def _capacity(self, window_successes: float) -> float:
+        return max(self._min_capacity, self._burst * window_successes)
+
+    def _fold(self) -> None:
+        """Move recorded successes into the window and the bucket, then apply the cap."""
+        now = max(self._clock.now(), self._last_fold)
+        new = self._successes.take()
+        if now >= self._epoch_end:
+            self._advance(now)
+        if new:
+            self._spread(new, self._last_fold, now)
+            self._balance += new * self._ratio
+        self._last_fold = now
+        self._balance = min(self._balance, self._capacity(self._trailing(now)))
+
+    def _trailing(self, now: float) -> float:
+        """Successes in ``[now - window, now]``: the newest slots plus a share of the oldest."""
+        outside = (now - self._epoch * self._slot_width) / self._slot_width
+        return self._in_window + self._slots[(self._epoch - _SLOTS) % _RING] * (1.0 - outside)
+
+    def _advance(self, now: float) -> None:
+        """Empty the slots that fell out of the window since the last fold."""
+        epoch = math.floor(now / self._slot_width)
+        slots = self._slots
+        for step in range(1, min(epoch - self._epoch, _RING) + 1):
+            slots[(self._epoch + step) % _RING] = 0.0
+        self._epoch = epoch
+        self._epoch_end = (epoch + 1) * self._slot_width
+        # Re-summed rather than decremented, so rounding never drifts.
+        self._in_window = math.fsum(slots[(epoch - back) % _RING] for back in range(_SLOTS))
+
+    def _spread(self, count: int, since: float, now: float) -> None:
+        """Add ``count`` successes, assumed evenly spread over ``[since, now]``, to the slots."""
+        span = now - since
+        width = self._slot_width
+        slots = self._slots
+        if span <= 0.0 or since >= self._epoch * width:
+            slots[self._epoch % _RING] += count
+            self._in_window += count
+            return
+        for back in range(_RING):
+            start = (self._epoch - back) * width
+            share = count * (min(now, start + width) - max(since, start)) / span
+            if share > 0.0:
+                slots[(self._epoch - back) % _RING] += share
+                if back < _SLOTS:
+                    self._in_window += share
+            if start <= since:
+                break
+
+
+def _non_negative(value: Any, field: str, example: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigError(field, value, "must be a finite number >= 0", example)
+    return float(value)

@@ -1,0 +1,113 @@
+"""What the simulator's figures are reported with: `render_table` and `jitter_spread`.
+
+`render_table` lays `SimulationResult` rows out as plain text or Markdown; `jitter_spread`
+measures how spread out one jitter kind's delays are once the cap binds, through the real
+`RetryPolicy.decide`. Neither runs the discrete-event loop, so they live apart from it;
+`retrymw.simulate` re-exports and presents them.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .._core.backoff import JitterKind
+from .._core.events import Outcome
+from .._core.policy import CallState, Retry, RetryPolicy
+
+if TYPE_CHECKING:
+    from .engine import SimulationResult
+
+__all__ = ["JitterSpread", "jitter_spread", "render_table"]
+
+
+@dataclass(frozen=True, slots=True)
+class JitterSpread:
+    """How spread out one jitter kind's delays are once the cap binds.
+
+    Attributes:
+        kind: the jitter kind.
+        mean: mean delay in seconds.
+        cv: coefficient of variation (standard deviation / mean).
+        share_at_cap: share of draws exactly equal to ``max_delay``.
+    """
+
+    kind: JitterKind
+    mean: float
+    cv: float
+    share_at_cap: float
+
+
+def jitter_spread(
+    kind: JitterKind, *, retry: int = 10, draws: int = 20_000, seed: int = 0
+) -> JitterSpread:
+    """Draw the delay before retry ``retry`` through `RetryPolicy.decide` (1 s base, 30 s cap).
+
+    Each draw replays a whole call, so decorrelated jitter sees its real previous delays.
+    """
+    policy = RetryPolicy(attempts=retry + 1, jitter=kind, initial_delay=1.0, max_delay=30.0)
+    from .engine import SimulatedFailure  # simulate re-exports this module: import it late
+
+    rng = random.Random(f"{seed}:{kind}")
+    error = SimulatedFailure()
+    delays = []
+    for _ in range(draws):
+        state = CallState(0.0)
+        for attempt in range(1, retry + 1):
+            state.attempt = attempt
+            decision = policy.decide(state, Outcome(attempt, 0.0, error), now=0.0, rng=rng)
+            assert isinstance(decision, Retry)
+            state.last_delay = decision.delay
+        delays.append(state.last_delay or 0.0)
+    mean = statistics.fmean(delays)
+    return JitterSpread(
+        kind=kind,
+        mean=mean,
+        cv=statistics.pstdev(delays) / mean if mean else 0.0,
+        share_at_cap=sum(delay == policy.max_delay for delay in delays) / draws,
+    )
+
+
+_HEADER: tuple[str, ...] = (
+    *("scenario", "calls", "amplif.", "success", "peak/100ms", "retries ok/denied"),
+    *("open", "to open", "recover"),
+)
+
+
+def render_table(results: Iterable[SimulationResult], *, markdown: bool = False) -> str:
+    """Render results as a plain-text (or Markdown) table, one scenario per line."""
+    rows = [_HEADER]
+    for result in results:
+        opened, recover = result.time_to_open, result.time_to_recover
+        rows.append(
+            (
+                result.scenario.name,
+                str(result.calls),
+                f"{result.amplification:.3f}",
+                f"{result.success_rate:.4f}",
+                str(result.peak_attempts_per_100ms),
+                f"{result.retries_admitted}/{result.retries_denied}",
+                f"{result.breaker_open_fraction:.1%}",
+                "-" if opened is None else f"{opened:.2f}s/{result.calls_to_open} calls",
+                "-" if recover is None else f"{recover:.2f}s",
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER))]
+    edge, gap = ("| ", " | ") if markdown else ("", "  ")
+    lines = [
+        edge
+        + gap.join(
+            cell.ljust(width) if column == 0 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+        + edge[::-1]
+        for row in rows
+    ]
+    rule = [
+        ("-" * (width - 1) + ":") if column else "-" * width for column, width in enumerate(widths)
+    ]
+    lines.insert(1, edge + gap.join(rule if markdown else ["-" * w for w in widths]) + edge[::-1])
+    return "\n".join(line.rstrip() for line in lines)

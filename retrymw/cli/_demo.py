@@ -1,0 +1,427 @@
+"""``retrymw demo``: retrymw at work against a flaky upstream, with metrics, traces and a summary.
+
+The demo starts a `FlakyUpstream` on 127.0.0.1, sends it a steady load through
+`AsyncRetryTransport` (with a circuit breaker and the default retry budget), serves the
+Prometheus metrics on ``/metrics``, prints a live progress line and a trace summary, and ends
+with a summary table. The default script puts an outage in the middle of a 20-second run so
+that the budget throttles, the breaker opens and then everything recovers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from random import Random
+from typing import TYPE_CHECKING, Any
+
+from ._common import (
+    EXIT_OK,
+    CliError,
+    duration,
+    fraction,
+    human_duration,
+    port,
+    positive_int,
+    rate,
+)
+from ._report import Console, DemoStats, progress_line, summary
+from ._upstream import FlakyUpstream, Outage, UpstreamScript, parse_outage
+
+if TYPE_CHECKING:
+    import anyio
+    import httpx
+
+    from .._core.events import BreakerStateChanged
+    from ._trace import CallTrace, Tracing
+
+__all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "configure", "run"]
+
+NAME = "demo"
+HELP = "watch retries, the budget and the breaker work against a flaky upstream"
+DESCRIPTION = """\
+Run a flaky HTTP upstream on 127.0.0.1 and send it a steady load through retrymw's
+AsyncRetryTransport, with a circuit breaker and the default retry budget. While it runs:
+Prometheus metrics on /metrics, a live progress line, breaker transitions and a one-line
+summary of every retried or failed call's trace (or OTLP export when
+OTEL_EXPORTER_OTLP_ENDPOINT is set). It ends with a summary table: calls, attempts,
+amplification, outcomes, breaker transitions and latency percentiles.
+
+The default script: 10% 5xx, 3% 429 with Retry-After, ~20ms latency, and an outage from 6s
+to 11s, so that the budget throttles retries, the breaker opens, probes and closes again."""
+EPILOG = """\
+examples:
+  retrymw demo                                      20 seconds with the default script
+  retrymw demo --duration 1m --rate 200 --failure-rate 20%
+  retrymw demo --outage none --rate-limited 10%     no outage, more 429s
+  retrymw demo --forever --metrics-host 0.0.0.0     until Ctrl-C (the compose stack)
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 retrymw demo
+
+--outage START:DURATION[:EVERY]: e.g. 6s:5s, or 6s:5s:1m to repeat every minute (the default
+with --forever), or none. Ctrl-C (or SIGTERM) stops the load, lets the calls in flight finish
+and prints the summary; a second Ctrl-C stops waiting for them."""
+
+_MAX_IN_FLIGHT = 512  # beyond this the upstream is hopeless; skip arrivals instead of queueing
+_GRACE = 3.0  # seconds in-flight calls get to finish after the end
+_TICK = 0.25
+_MEANING = {
+    "open": "calls now fail fast without reaching the upstream",
+    "half_open": "one probe call is let through",
+    "closed": "traffic flows again",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``demo`` arguments to ``parser``."""
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument(
+        "--duration", type=duration, default=20.0, metavar="DURATION", help="(default 20s)"
+    )
+    length.add_argument("--forever", action="store_true", help="run until Ctrl-C or SIGTERM")
+    load = parser.add_argument_group("load and policy")
+    add = load.add_argument
+    add("--rate", type=rate, default=50.0, metavar="N", help="calls per second (default 50)")
+    add("--attempts", type=positive_int, default=4, metavar="N", help="per call (default 4)")
+    upstream = parser.add_argument_group("the flaky upstream")
+    add = upstream.add_argument
+    add("--failure-rate", type=fraction, default=0.1, metavar="SHARE", help="502/503/504 (10%%)")
+    add("--rate-limited", type=fraction, default=0.03, metavar="SHARE", help="429s (3%%)")
+    add("--retry-after", type=positive_int, default=1, metavar="SECONDS", help="on 429s (1)")
+    add("--latency", type=duration, default=0.02, metavar="DURATION", help="mean (20ms)")
+    add(
+        "--outage",
+        type=parse_outage,
+        default=argparse.SUPPRESS,  # absent: the default below, which depends on --forever
+        metavar="WINDOW",
+        help="START:DURATION[:EVERY] or none (6s:5s; 6s:5s:1m with --forever)",
+    )
+    add("--upstream-port", type=port, default=0, metavar="PORT", help="(0: any free port)")
+    add("--seed", type=int, metavar="N", help="make the upstream's draws repeatable")
+    output = parser.add_argument_group("output")
+    add = output.add_argument
+    add("--metrics-host", default="127.0.0.1", metavar="HOST", help="(127.0.0.1)")
+    add("--metrics-port", type=port, default=9464, metavar="PORT", help="(9464; 0: any free)")
+    add(
+        "--traces",
+        choices=("interesting", "all", "none"),
+        default="interesting",
+        help="print the traces of retried or failed calls (at most 2/s), all calls, or none",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo until its duration ends or it is interrupted, then print the summary."""
+    try:
+        import httpx  # noqa: F401  (checked here for a clear message; used by _Demo)
+
+        from ..httpx import AsyncRetryTransport  # noqa: F401
+    except ImportError:
+        raise CliError("the demo needs httpx: pip install 'retrymw[httpx]'") from None
+    demo = _Demo(args)
+    try:
+        asyncio.run(demo.main())
+    except KeyboardInterrupt:  # no signal handlers on this platform: Ctrl-C lands here
+        demo.console.finish()
+    demo.report()
+    return EXIT_OK
+
+
+def _outage(args: argparse.Namespace) -> Outage | None:
+    if hasattr(args, "outage"):
+        return args.outage  # type: ignore[no-any-return]
+    # A run that never ends gets an outage every minute, so that its dashboards keep moving.
+    return Outage(6.0, 5.0, every=60.0 if args.forever else None)
+
+
+class _Demo:
+    """One run of the demo: the upstream, the client, telemetry and the console."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.console = Console(sys.stdout, tty=sys.stdout.isatty(), traces=args.traces)
+        self.stats = DemoStats(on_transition=self._on_transition)
+        self.script = UpstreamScript(
+            failure_rate=args.failure_rate,
+            rate_limited=args.rate_limited,
+            retry_after=args.retry_after,
+            latency=args.latency,
+            outage=_outage(args),
+        )
+        self.upstream = FlakyUpstream(self.script, rng=Random(args.seed))
+        self.started = time.monotonic()
+        self.stop = asyncio.Event()
+        self.in_flight = 0
+        self.skipped = 0
+        self.metrics_url: str | None = None
+        self.transport: Any = None
+        self._signals = 0
+        self._budget_was_refilled = False
+        self.load_ended: float | None = None
+        self._idle: anyio.Event | None = None  # set once the load ends
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def _instruments(self) -> list[Any]:
+        instruments: list[Any] = [self.stats]
+        try:
+            from prometheus_client import CollectorRegistry
+
+            from ..instrumentation import PrometheusInstrument
+        except ImportError:
+            self.console.line("metrics: off (pip install 'retrymw[prometheus]' to serve them)")
+        else:
+            registry = CollectorRegistry()
+            instruments.append(PrometheusInstrument(registry=registry))
+            self.metrics_url = self._serve_metrics(registry)
+            self.console.line(f"metrics: {self.metrics_url}")
+        tracing = self._tracing()
+        if tracing is not None:
+            from ..instrumentation import OpenTelemetryInstrument
+
+            instruments.append(OpenTelemetryInstrument(tracer_provider=tracing.provider))
+        return instruments
+
+    def _serve_metrics(self, registry: Any) -> str:
+        from prometheus_client import start_http_server
+
+        host, port = self.args.metrics_host, self.args.metrics_port
+        try:
+            served = start_http_server(port, addr=host, registry=registry)
+        except OSError as error:
+            hint = " (pass --metrics-port 0 for a free port)" if port else ""
+            raise CliError(
+                f"cannot serve /metrics on {host}:{port}: {error.strerror}{hint}"
+            ) from None
+        server = served[0] if isinstance(served, tuple) else None  # a tuple since 0.20
+        if server is not None:
+            port = server.server_address[1]
+            self._metrics_server = server
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/metrics"
+
+    def _tracing(self) -> Tracing | None:
+        try:
+            from ._trace import setup_tracing
+        except ImportError:
+            self.console.line("traces: off (pip install opentelemetry-sdk to see them)")
+            return None
+        self.tracing = setup_tracing(self._on_trace)
+        if self.tracing.notice is not None:
+            self.console.line(f"notice: {self.tracing.notice}")
+        if self.args.traces == "none" and self.tracing.console:
+            self.console.line("traces: not printed (--traces none)")
+        else:
+            self.console.line(f"traces: {self.tracing.description}")
+        return self.tracing
+
+    def _on_transition(self, event: BreakerStateChanged) -> None:
+        self.console.line(
+            f"[{self.elapsed():6.1f}s] circuit {event.circuit}: {event.previous_state} → "
+            f"{event.state} ({_MEANING[event.state]})"
+        )
+
+    def _on_trace(self, trace: CallTrace) -> None:
+        self.console.trace(trace, self.elapsed())
+
+    def _breaker(self) -> Any:
+        from .._protect.breaker import CircuitBreaker
+
+        # Time-based rate rule only: the consecutive-failure rule would open the circuit within
+        # a few hundred milliseconds of the outage, before the budget has anything to show.
+        return CircuitBreaker(
+            name="upstream",
+            failure_threshold=None,
+            failure_rate_threshold=0.5,
+            window="2s",
+            minimum_calls=40,
+            recovery_timeout="5s",
+        )
+
+    def _policy(self) -> Any:
+        from .._core.policy import RetryPolicy
+
+        return RetryPolicy(
+            name="demo",
+            attempts=self.args.attempts,
+            initial_delay="100ms",
+            max_delay="2s",
+            jitter="full",
+        )
+
+    # -- running -------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        """Seconds since the load started."""
+        return time.monotonic() - self.started
+
+    async def main(self) -> None:
+        """Start everything, run the load until the end, and shut down."""
+        import httpx
+
+        from ..httpx import AsyncRetryTransport
+
+        with self._signal_handlers():
+            url = await self._start_upstream()
+            try:
+                self.console.line(f"upstream: {url} ({self.script.describe()})")
+                instruments = self._instruments()
+                policy = self._policy()
+                self.transport = AsyncRetryTransport(
+                    policy=policy, breaker=self._breaker(), instruments=instruments
+                )
+                self.console.line(self._load_line(policy))
+                self.console.line("")
+                self.started = time.monotonic()
+                self.upstream.restart_script()
+                async with httpx.AsyncClient(transport=self.transport, timeout=5.0) as client:
+                    ticker = asyncio.ensure_future(self._tick())
+                    try:
+                        await self._load(client, url)
+                    finally:
+                        ticker.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await ticker
+            finally:
+                await self.upstream.close()
+
+    def _load_line(self, policy: Any) -> str:
+        args = self.args
+        length = "until Ctrl-C" if args.forever else f"for {human_duration(args.duration)}"
+        return (
+            f"load: {args.rate:g} calls/s {length}; policy {policy.attempts} attempts, "
+            "exponential backoff from 100ms to 2s with full jitter; breaker opens at 50% "
+            "failures over 2s; default retry budget"
+        )
+
+    async def _start_upstream(self) -> str:
+        try:
+            return await self.upstream.start("127.0.0.1", self.args.upstream_port)
+        except OSError as error:
+            port = self.args.upstream_port
+            raise CliError(
+                f"cannot start the upstream on 127.0.0.1:{port}: {error.strerror}"
+            ) from None
+
+    async def _load(self, client: httpx.AsyncClient, url: str) -> None:
+        import anyio
+
+        interval = 1.0 / self.args.rate
+        end = None if self.args.forever else self.started + self.args.duration
+        next_at = time.monotonic()
+        async with anyio.create_task_group() as group:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    break
+                self.load_ended = now
+                if self.in_flight < _MAX_IN_FLIGHT:
+                    self.in_flight += 1
+                    group.start_soon(self._call, client, url)
+                else:
+                    self.skipped += 1
+                next_at = max(next_at + interval, now - 1.0)  # no catch-up burst after a stall
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), max(0.0, next_at - time.monotonic()))
+            # Let the calls in flight finish (their retries included), within reason.
+            self._idle = anyio.Event()
+            if self.in_flight:
+                with anyio.move_on_after(_GRACE):
+                    await self._idle.wait()
+            group.cancel_scope.cancel()
+
+    async def _call(self, client: httpx.AsyncClient, url: str) -> None:
+        import httpx
+
+        try:
+            response = await client.get(url)
+            await response.aclose()
+        except httpx.HTTPError:
+            pass  # outcomes are counted by the DemoStats instrument
+        finally:
+            self.in_flight -= 1
+            if self._idle is not None and not self.in_flight:
+                self._idle.set()
+
+    async def _tick(self) -> None:
+        every = 10.0 if self.args.forever and not self.console.tty else 1.0
+        next_progress = every
+        outage = False
+        throttled = 0
+        while True:
+            await asyncio.sleep(_TICK)
+            elapsed = self.elapsed()
+            if self.upstream.in_outage() != outage:
+                outage = not outage
+                what = "begins: every request fails with 503" if outage else "ends"
+                self.console.line(f"[{elapsed:6.1f}s] upstream outage {what}")
+            if self.stats.denied["throttled"] > throttled:
+                if not throttled or self._budget_was_refilled:
+                    self.console.line(
+                        f"[{elapsed:6.1f}s] retry budget empty: retries are denied (throttled) "
+                        "until successful calls refill it"
+                    )
+                throttled = self.stats.denied["throttled"]
+                self._budget_was_refilled = False
+            elif throttled:
+                self._budget_was_refilled = True
+            if elapsed >= next_progress:
+                next_progress += every
+                self.console.status(self._progress(elapsed))
+
+    def _progress(self, elapsed: float) -> str:
+        retrier = self.transport.retrier if self.transport is not None else None
+        return progress_line(elapsed, self.stats, retrier, self.upstream.in_outage())
+
+    @contextlib.contextmanager
+    def _signal_handlers(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        installed = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(signum, self._on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not main thread
+                continue
+            installed.append(signum)
+        try:
+            yield
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    def _on_signal(self) -> None:
+        self._signals += 1
+        if self._signals > 1:  # the second Ctrl-C: stop waiting for anything
+            raise KeyboardInterrupt
+        self.console.line(f"[{self.elapsed():6.1f}s] stopping: finishing the calls in flight")
+        self.stop.set()
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def report(self) -> None:
+        """Print the summary table and release the metrics server and the tracer."""
+        self.console.finish()
+        retrier = self.transport.retrier if self.transport is not None else None
+        print(
+            summary(
+                self.stats,
+                elapsed=self.elapsed(),
+                upstream=self.upstream,
+                retrier=retrier,
+                metrics_url=self.metrics_url,
+                skipped=self.skipped,
+                started=self.started,
+                load_time=None if self.load_ended is None else self.load_ended - self.started,
+            ),
+            flush=True,
+        )
+        tracing = getattr(self, "tracing", None)
+        if tracing is not None:
+            tracing.shutdown()
+        server = getattr(self, "_metrics_server", None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()

@@ -1,0 +1,186 @@
+"""``retrymw simulate``: retry storms in virtual time, through `retrymw.simulate`.
+
+The default ``compare`` scenario runs one outage four times (no retries; retries without the
+cross-call budget; with it; with it and a breaker) so that the table shows what each layer buys.
+The other scenarios are `retrymw.simulate.suite`'s groups. Scenario and policy options
+override every scenario that runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._common import (
+    EXIT_OK,
+    CliError,
+    duration,
+    fraction,
+    human_duration,
+    positive_float,
+    positive_int,
+)
+from ._plan import describe
+
+__all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "configure", "run", "scenarios"]
+
+NAME = "simulate"
+HELP = "compare policies in a simulated retry storm (virtual time, real retrymw objects)"
+DESCRIPTION = """\
+Run retry storms in virtual time: simulated clients call a dependency that fails, through
+retrymw's real Retrier, RetryBudget and CircuitBreaker on a virtual clock, so minutes of
+traffic take a moment. The table reports, for the calls that arrive during the fault, the
+amplification (attempts per call) and the success rate, plus the peak load, retries admitted
+and denied, and the breaker's behaviour.
+
+Scenarios: compare (the default: one outage without retries, with retries but no budget, with
+the default budget, and with budget and breaker), outage (120s outages at 2 to 1000 calls/s),
+brownout (5% to 50% failures for 10 minutes), breaker, synchronized (50 clients calling in
+step, without and with jitter), or all (takes about 20 seconds)."""
+EPILOG = """\
+examples:
+  retrymw simulate                                  compare: what budget and breaker buy
+  retrymw simulate --rate 1000 --fault 2m --attempts 5
+  retrymw simulate --scenario brownout --jitter full
+  retrymw simulate --scenario outage --seed 7 --json
+
+columns: amplif. = attempts per call arriving during the fault; success = share of those
+calls that succeeded; peak/100ms = the busiest 100 ms of attempts; retries ok/denied =
+admitted and throttled by the budget; open = share of the run the breaker was not closed;
+to open = time and calls from the fault's start to the first trip; recover = from the
+fault's end to the last failed call."""
+
+_GROUPS = ("compare", "outage", "brownout", "breaker", "synchronized", "all")
+_SHAPE = ("rate", "duration", "failure", "warmup", "fault", "clients", "latency")
+_POLICY = ("attempts", "backoff", "initial_delay", "max_delay", "jitter")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``simulate`` arguments to ``parser``."""
+    parser.add_argument("--scenario", choices=_GROUPS, default="compare", help="(compare)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="(0)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shape = parser.add_argument_group("scenario (overrides every scenario that runs)")
+    add = functools.partial(shape.add_argument, default=argparse.SUPPRESS)
+    add(
+        "--rate",
+        type=positive_float,
+        metavar="N",
+        help="calls per second per client (compare: 100)",
+    )
+    add("--duration", type=duration, metavar="DURATION", help="arrivals stop (compare: 1m)")
+    add("--failure", type=fraction, metavar="SHARE", help="failures during the fault (100%%)")
+    add("--warmup", type=duration, metavar="DURATION", help="healthy start (compare: 10s)")
+    add("--fault", type=duration, metavar="DURATION", help="fault length (compare: 30s)")
+    add("--clients", type=positive_int, metavar="N", help="independent clients (1)")
+    add("--latency", type=duration, metavar="DURATION", help="each attempt's duration (0s)")
+    policy = parser.add_argument_group("policy (overrides every scenario's policy)")
+    add = functools.partial(policy.add_argument, default=argparse.SUPPRESS)
+    add("--attempts", type=positive_int, metavar="N")
+    add("--backoff", choices=("fixed", "linear", "exponential", "fibonacci"))
+    add("--initial-delay", type=duration, metavar="DURATION")
+    add("--max-delay", type=duration, metavar="DURATION")
+    add("--jitter", choices=("none", "proportional", "full", "equal", "decorrelated"))
+
+
+def scenarios(args: argparse.Namespace) -> list[Any]:
+    """The scenarios the arguments ask for, with their overrides applied."""
+    from ..simulate import Scenario, SimulatedFailure, suite
+
+    changes = {key: getattr(args, key) for key in _POLICY if hasattr(args, key)}
+    if changes.get("jitter") == "none":
+        changes["jitter"] = False
+    shape = {key: getattr(args, key) for key in _SHAPE if hasattr(args, key)}
+    if args.scenario == "compare":
+        base = Scenario(
+            name="",
+            **{"rate": 100.0, "duration": 60.0, "warmup": 10.0, "fault": 30.0, **shape},
+        )
+        policy = base.policy.replace(**changes)
+        return [
+            dataclasses.replace(base, name="no retries", policy=policy.replace(attempts=1)),
+            dataclasses.replace(base, name="retries, no budget", policy=policy, budget=None),
+            dataclasses.replace(base, name="retries + budget", policy=policy),
+            dataclasses.replace(base, name="retries + budget + breaker", policy=policy, breaker={}),
+        ]
+    chosen = suite(None if args.scenario == "all" else args.scenario)
+    result = []
+    for scenario in chosen:
+        # retry_on stays the simulator's failure, whatever policy fields change.
+        policy = scenario.policy.replace(**changes, retry_on=SimulatedFailure)
+        result.append(dataclasses.replace(scenario, policy=policy, **shape))
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the scenarios and print the comparison table (or JSON)."""
+    from ..simulate import render_table, simulate
+
+    chosen = scenarios(args)
+    for scenario in chosen:
+        if scenario.warmup >= scenario.duration:
+            start, end = human_duration(scenario.warmup), human_duration(scenario.duration)
+            raise CliError(
+                f"scenario {scenario.name!r}: the fault starts at {start} (--warmup), after "
+                f"calls stop arriving at {end} (--duration), so no call would meet it"
+            )
+    results = [simulate(scenario, seed=args.seed) for scenario in chosen]
+    if args.json:
+        print(json.dumps([_result_json(result) for result in results], indent=2))
+        return EXIT_OK
+    if args.scenario == "compare":
+        print(_describe_compare(chosen[-1], args.seed))
+        print()
+    print(render_table(results))
+    return EXIT_OK
+
+
+def _describe_compare(scenario: Any, seed: int) -> str:
+    fault = "to the end" if scenario.fault is None else f"for {human_duration(scenario.fault)}"
+    clients = f"{scenario.clients} clients" if scenario.clients > 1 else "one client"
+    return (
+        f"{clients} at {scenario.rate:g} calls/s for {human_duration(scenario.duration)}: "
+        f"healthy for {human_duration(scenario.warmup)}, then {scenario.failure:.0%} of attempts "
+        f"fail {fault} (virtual time, seed {seed})\n{describe(scenario.policy)}"
+    )
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    scenario = result.scenario
+    fields = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
+    fields["scenario"] = {
+        "name": scenario.name,
+        "rate": scenario.rate,
+        "duration": scenario.duration,
+        "failure": scenario.failure,
+        "warmup": scenario.warmup,
+        "fault": scenario.fault,
+        "clients": scenario.clients,
+        "synchronized": scenario.synchronized,
+        "latency": scenario.latency,
+        "policy": _policy_json(scenario.policy),
+        "budget": _component(scenario.budget),
+        "breaker": _component(scenario.breaker),
+    }
+    return fields
+
+
+def _policy_json(policy: Any) -> dict[str, Any]:
+    from .._config.dump import _backoff_form
+
+    return {
+        "attempts": policy.attempts,
+        "backoff": _backoff_form(policy.backoff),
+        "initial_delay": policy.initial_delay,
+        "max_delay": policy.max_delay,
+        "jitter": policy.jitter or False,
+    }
+
+
+def _component(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``None`` when off; else the options (``{}`` means the defaults)."""
+    return None if options is None else {key: str(value) for key, value in options.items()}

@@ -1,0 +1,238 @@
+"""The demo's flaky upstream: a small HTTP/1.1 server on asyncio streams.
+
+It answers every request with a status drawn from a script: 502/503/504 at ``failure_rate``,
+429 with ``Retry-After`` at ``rate_limited``, 200 otherwise, and 503 for everything during the
+outage windows. Keep-alive is supported, so the client's connection pool behaves as in
+production. It is a test double, not a web server: no chunked bodies, no pipelining.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from random import Random
+
+from ._common import duration, human_duration
+
+__all__ = ["FlakyUpstream", "Outage", "UpstreamScript", "parse_outage"]
+
+_REASONS = {
+    200: "OK",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+_FAILURES = (503, 503, 502, 504)  # mostly 503, like a real overloaded dependency
+_MAX_HEAD = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """A window where every request fails: from ``start`` for ``duration`` seconds.
+
+    With ``every``, the window repeats with that period (``start``, ``start + every``, ...).
+    """
+
+    start: float
+    duration: float
+    every: float | None = None
+
+    def active(self, elapsed: float) -> bool:
+        """Whether ``elapsed`` seconds after the start fall inside a window."""
+        offset = elapsed - self.start
+        if offset < 0.0:
+            return False
+        if self.every is not None:
+            offset = math.fmod(offset, self.every)
+        return offset < self.duration
+
+    def __str__(self) -> str:
+        text = f"{human_duration(self.start)}-{human_duration(self.start + self.duration)}"
+        return text if self.every is None else f"{text}, every {human_duration(self.every)}"
+
+
+def parse_outage(text: str) -> Outage | None:
+    """Parse ``--outage START:DURATION[:EVERY]``, or ``none``/``off`` for no outage.
+
+    Raises:
+        argparse.ArgumentTypeError: not in that form; argparse reports a usage error.
+    """
+    if text.strip().lower() in ("none", "off"):
+        return None
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"expected START:DURATION[:EVERY], e.g. 6s:5s: {text!r}")
+    start, length, *every = (duration(part) for part in parts)
+    if length <= 0.0:
+        raise argparse.ArgumentTypeError(f"the outage must last more than 0s: {text!r}")
+    if every and every[0] <= length:
+        raise argparse.ArgumentTypeError(f"EVERY must be longer than DURATION: {text!r}")
+    return Outage(start, length, every[0] if every else None)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamScript:
+    """How the upstream misbehaves.
+
+    Attributes:
+        failure_rate: share of requests answered 502/503/504 outside outages.
+        rate_limited: share answered 429 with ``Retry-After``.
+        retry_after: the ``Retry-After`` value, whole seconds.
+        latency: mean response time; each response takes 0.5x to 1.5x of it.
+        outage: when everything fails, or ``None``.
+    """
+
+    failure_rate: float = 0.1
+    rate_limited: float = 0.03
+    retry_after: int = 1
+    latency: float = 0.02
+    outage: Outage | None = None
+
+    def describe(self) -> str:
+        """A short description for the demo's banner."""
+        parts = [
+            f"{self.failure_rate:.0%} 5xx",
+            f"{self.rate_limited:.0%} 429 (Retry-After: {self.retry_after})",
+            f"~{human_duration(self.latency)} latency",
+        ]
+        if self.outage is not None:
+            parts.append(f"outage {self.outage}")
+        return ", ".join(parts)
+
+
+class FlakyUpstream:
+    """A loopback HTTP server that fails on purpose, following an `UpstreamScript`.
+
+    Args:
+        script: what to answer.
+        rng: the random source (seed it for a repeatable run).
+        clock: monotonic time, for the outage windows.
+
+    Attributes:
+        statuses: how many responses of each status were sent.
+    """
+
+    def __init__(
+        self,
+        script: UpstreamScript,
+        *,
+        rng: Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.script = script
+        self.statuses: Counter[int] = Counter()
+        self._rng = rng if rng is not None else Random()
+        self._clock = clock
+        self._started = clock()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.url = ""
+
+    def restart_script(self) -> None:
+        """Count the outage windows from now (when the load starts)."""
+        self._started = self._clock()
+
+    def in_outage(self) -> bool:
+        """Whether the upstream is in an outage window right now."""
+        outage = self.script.outage
+        return outage is not None and outage.active(self._clock() - self._started)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on ``host:port`` (0 picks a free port); return the base URL.
+
+        Raises:
+            OSError: the address is taken or not available.
+        """
+        self._started = self._clock()
+        self._server = await asyncio.start_server(self._serve, host, port)
+        bound = self._server.sockets[0].getsockname()
+        self.url = f"http://{host}:{bound[1]}/"
+        return self.url
+
+    async def close(self) -> None:
+        """Stop listening, drop the open connections and wait for their handlers to end."""
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._connections):
+                writer.close()
+            if self._handlers:
+                await asyncio.wait(self._handlers, timeout=1.0)
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    def respond(self) -> tuple[int, dict[str, str]]:
+        """Draw the status and extra headers of the next response."""
+        script = self.script
+        if self.in_outage():
+            return 503, {}
+        draw = self._rng.random()
+        if draw < script.rate_limited:
+            return 429, {"Retry-After": str(script.retry_after)}
+        if draw < script.rate_limited + script.failure_rate:
+            return self._rng.choice(_FAILURES), {}
+        return 200, {}
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        self._connections.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if len(head) > _MAX_HEAD:
+                    break
+                length, close = _parse_head(head)
+                if length:
+                    await reader.readexactly(length)
+                status, headers = self.respond()
+                await asyncio.sleep(self.script.latency * self._rng.uniform(0.5, 1.5))
+                self.statuses[status] += 1
+                writer.write(_response(status, headers, close))
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass  # the client went away: normal for keep-alive connections
+        except asyncio.CancelledError:
+            # Only the loop's shutdown cancels a handler. Ending normally keeps asyncio's
+            # stream callback from logging the cancellation as an error (Python 3.11).
+            pass
+        finally:
+            self._connections.discard(writer)
+            if task is not None:
+                self._handlers.discard(task)
+            writer.close()
+
+
+def _parse_head(head: bytes) -> tuple[int, bool]:
+    """Return the request's Content-Length and whether it asks to close the connection."""
+    length, close = 0, False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        key = name.strip().lower()
+        if key == b"content-length":
+            length = int(value.strip() or b"0")
+        elif key == b"connection":
+            close = value.strip().lower() == b"close"
+    return length, close
+
+
+def _response(status: int, headers: dict[str, str], close: bool) -> bytes:
+    body = f'{{"status": {status}}}\n'.encode()
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        f"Connection: {'close' if close else 'keep-alive'}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    return "\r\n".join(lines).encode("ascii") + b"\r\n\r\n" + body

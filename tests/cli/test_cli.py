@@ -1,0 +1,859 @@
+"""The ``retrymw`` command: every subcommand through its entry point, errors and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retrymw import CustomBackoff, Retrier, RetryBudgetExhausted, RetryDenied, RetryPolicy
+from retrymw.cli import main
+from retrymw.cli._check import check_data
+from retrymw.cli._common import human_duration, percent
+from retrymw.cli._report import Console, percentile
+from retrymw.cli._timeline import build_plan, jitter_range
+from retrymw.cli._trace import CallTrace, _protocol, setup_tracing
+from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
+from retrymw.testing import FakeClock, RecordingInstrument
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 60.0  # the longest any subprocess may take; the demo ones take ~5-10 s
+
+BROKEN = """\
+retry_defaults:
+  attempts: 0
+policies:
+  payments:
+    backoff: {exponential: {base: 0.5}}
+    jitter: sometimes
+  search:
+    retry_budget: 100ms
+breakers:
+  payments: {recovery_timeout: 5}
+surprise: 1
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RETRYMW_"))}
+    return {**env, "PYTHONIOENCODING": "utf-8", **extra}
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m retrymw ARGS`` (the console script's ``main``) to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "retrymw", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=_env(**env),
+        check=False,
+    )
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run ``main(args)`` in this process; return the exit code, stdout and stderr."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> Path:
+    """A YAML config with an error in every section and an unknown top-level key."""
+    path = tmp_path / "broken.yaml"
+    path.write_text(BROKEN)
+    return path
+
+
+# -- the command and its usage errors ----------------------------------------------------------
+
+
+def test_help_lists_the_commands_and_the_exit_codes() -> None:
+    """``retrymw --help`` names every subcommand, shows examples and documents exit codes."""
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for word in ("demo", "plan", "check", "simulate", "examples:", "exit codes:", "2  usage"):
+        assert word in result.stdout
+
+
+@pytest.mark.parametrize("command", ["demo", "plan", "check", "simulate"])
+def test_every_subcommand_has_help_with_examples(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Each subcommand's --help has examples and the exit codes, and exits 0."""
+    code, out, _ = cli(capsys, command, "--help")
+    assert code == 0
+    assert f"retrymw {command}" in out
+    assert "examples:" in out
+    assert "exit codes:" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([], id="no-command"),
+        pytest.param(["frobnicate"], id="unknown-command"),
+        pytest.param(["plan", "--attempts", "many"], id="bad-int"),
+        pytest.param(["plan", "--initial-delay", "5"], id="duration-without-unit"),
+        pytest.param(["plan", "--backoff", "zigzag"], id="unknown-backoff"),
+        pytest.param(["check"], id="missing-config"),
+        pytest.param(["demo", "--duration", "5s", "--forever"], id="exclusive-options"),
+        pytest.param(["demo", "--outage", "6s"], id="bad-outage"),
+        pytest.param(["simulate", "--rate", "0"], id="zero-rate"),
+        pytest.param(["simulate", "--failure", "150%"], id="share-above-100"),
+        pytest.param(["simulate", "--clients", "0"], id="zero-clients"),
+        pytest.param(["demo", "--rate", "-1"], id="negative-rate"),
+        pytest.param(["demo", "--metrics-port", "70000"], id="port-out-of-range"),
+        pytest.param(["demo", "--upstream-port", "http"], id="port-not-a-number"),
+        pytest.param(["demo", "--outage", "5s:0s"], id="empty-outage"),
+        pytest.param(["demo", "--outage", "1s:5s:2s"], id="outage-longer-than-period"),
+        pytest.param(["demo", "--failure-rate", "often"], id="share-not-a-number"),
+        pytest.param(["plan", "extra.yaml", "more.yaml"], id="unrecognized-argument"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """A bad argument prints one line on stderr that points at --help, and exits 2."""
+    code, out, err = cli(capsys, *args)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert re.fullmatch(r"retrymw( \w+)?: error: .+ \(see 'retrymw( \w+)? --help'\)", lines[0])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["demo", "--rate", "fast"], id="demo"),
+        pytest.param(["plan", "--jitter", "lots"], id="plan"),
+        pytest.param(["check", "--no-such-option", "x.yaml"], id="check"),
+        pytest.param(["simulate", "--scenario", "meteor"], id="simulate"),
+    ],
+)
+def test_bad_arguments_through_the_entry_point(args: list[str]) -> None:
+    """Through the real entry point, a bad argument is one stderr line, no traceback, exit 2."""
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"retrymw {args[0]}: error: ")
+    assert result.stderr.count("\n") == 1
+
+
+def test_an_unexpected_error_is_one_line_unless_debugging(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug surfaces as one line naming RETRYMW_DEBUG, and RETRYMW_DEBUG=1 re-raises it."""
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("retrymw.cli._plan.build_plan", boom)
+    monkeypatch.delenv("RETRYMW_DEBUG", raising=False)
+    code, _, err = cli(capsys, "plan")
+    assert code == 1
+    assert err.strip() == (
+        "retrymw plan: error: RuntimeError: boom (set RETRYMW_DEBUG=1 for the traceback)"
+    )
+    monkeypatch.setenv("RETRYMW_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["plan"])
+
+
+# -- plan ----------------------------------------------------------------------------------------
+
+
+def test_plan_prints_the_timeline_and_where_the_budget_cuts_it() -> None:
+    """DESIGN §2's example: 100 attempts, 2m budget: sleeps 1, 2, 4, 8, 16, 30, 30, then stops."""
+    result = run_cli("plan", "--attempts", "100", "--max-delay", "30s", "--retry-budget", "2m")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+\d", line)]
+    assert [row[1] for row in rows] == ["-", "1s", "2s", "4s", "8s", "16s", "30s"]
+    assert rows[-1][:3] == ["7-8", "30s", "each"]
+    assert "✗ after attempt 8: budget_exhausted" in result.stdout
+
+
+def test_plan_json_lists_every_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json gives the waits (runs of equal waits merged), the stop and the total."""
+    code, out, _ = cli(capsys, "plan", "--json", "--attempts", "5", "--retry-budget", "5s")
+    assert code == 0
+    plan = json.loads(out)
+    assert [wait["delay"] for wait in plan["waits"]] == [1.0, 2.0]
+    assert plan["stop"] == {
+        "after_attempt": 3,
+        "reason": "budget_exhausted",
+        "limit": "retry_budget",
+        "detail": "retry_budget 5s: 3s waited + 4s > 5s",
+        "depends_on_jitter": False,
+    }
+    assert plan["total_delay"] == 3.0
+    assert plan["policy"]["attempts"] == 5
+
+
+def test_plan_reads_a_named_policy_and_applies_overrides(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CONFIG --policy NAME plans that policy; options override its fields."""
+    config = str(REPO / "examples" / "policies.yaml")
+    code, out, _ = cli(capsys, "plan", config, "--policy", "payments", "--jitter", "none")
+    assert code == 0
+    assert out.startswith("policy 'payments': 5 attempts, exponential backoff (x2) from 50ms")
+    assert "jitter" not in out.splitlines()[0]
+    code, out, _ = cli(capsys, "plan", config, "--policy", "search", "--json")
+    assert json.loads(out)["policy"]["attempts"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["examples/policies.yaml", "--policy", "nope"],
+            "unknown name 'nope'; known policies: payments, reports, search",
+            id="unknown-policy",
+        ),
+        pytest.param(["--policy", "payments"], "--policy needs a CONFIG file", id="no-config"),
+        pytest.param(["--attempts", "0"], "attempts: must be an integer >= 1", id="bad-field"),
+        pytest.param(["missing.yaml"], "missing.yaml: No such file or directory", id="no-file"),
+    ],
+)
+def test_plan_failures_exit_1_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    """An unknown policy, a missing file or an invalid field is one line on stderr, exit 1."""
+    monkeypatch.chdir(REPO)
+    code, out, err = cli(capsys, "plan", *args)
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        pytest.param(
+            ["--backoff", "linear:2s", "--attempts", "4"],
+            "policy 'default': 4 attempts, linear backoff (+2s) from 1s, max 30s",
+            id="linear",
+        ),
+        pytest.param(
+            ["--backoff", "custom:500ms,2s", "--max-delay", "5s"],
+            "policy 'default': 3 attempts, custom delays [500ms, 2s] from 1s, max 5s",
+            id="custom",
+        ),
+        pytest.param(
+            ["--backoff", "fibonacci", "--jitter", "equal"],
+            "policy 'default': 3 attempts, fibonacci backoff from 1s, max 30s, equal jitter",
+            id="fibonacci-equal",
+        ),
+        pytest.param(
+            ["--backoff", "exponential:3", "--jitter-factor", "0.5", "--jitter", "proportional"],
+            "policy 'default': 3 attempts, exponential backoff (x3) from 1s, max 30s, "
+            "proportional jitter ±50%",
+            id="exponential-base-3",
+        ),
+        pytest.param(
+            ["--backoff", "fixed", "--deadline", "10s", "--attempt-time", "1s"],
+            "policy 'default': 3 attempts, fixed backoff from 1s, max 30s, deadline 10s",
+            id="fixed-deadline",
+        ),
+        pytest.param(
+            ["examples/policies.yaml", "--policy", "payments", "--retry-budget", "none"],
+            "policy 'payments': 5 attempts, exponential backoff (x2) from 50ms, max 2s, "
+            "full jitter",
+            id="budget-turned-off",
+        ),
+    ],
+)
+def test_plan_describes_the_policy_it_plans(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    first_line: str,
+) -> None:
+    """The table's first line says what the policy does, options applied."""
+    monkeypatch.chdir(REPO)
+    code, out, err = cli(capsys, "plan", *args)
+    assert code == 0, err
+    assert out.splitlines()[0] == first_line
+    assert out.splitlines()[-1].startswith("At most ")
+
+
+def test_plan_table_shows_jitter_ranges_and_the_jitter_caveat(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With jitter the table has range columns, and a stop jitter may move says so."""
+    code, out, _ = cli(
+        capsys, "plan", "--attempts", "6", "--jitter", "full", "--retry-budget", "5s"
+    )
+    assert code == 0
+    assert out.splitlines()[2].split() == [
+        "attempt",
+        "wait",
+        "before",
+        "jitter",
+        "range",
+        "cumulative",
+        "with",
+        "jitter",
+    ]
+    assert "  with jitter, shorter draws may leave room for another retry" in out
+    assert out.splitlines()[-1] == "At most 3 attempts, 3s of waiting (0s-3s with jitter)."
+
+
+def test_plan_flags_limits_that_jitter_may_cross() -> None:
+    """A limit inside the cumulative jitter range is noted on the row and on the stop."""
+    # Proportional: 1+2+4 = 7s planned fits 8s, but draws up to 9.1s may not.
+    plan = build_plan(RetryPolicy(attempts=8, jitter=True, retry_budget="8s"))
+    assert [wait.note for wait in plan.waits][-1] == "retry_budget may stop here (jitter)"
+    assert (plan.stop.reason, plan.stop.depends_on_jitter) == ("budget_exhausted", False)
+    # Full: 1+2+4 = 7s planned exceeds 5s, but draws as low as 0s may fit.
+    plan = build_plan(RetryPolicy(attempts=8, jitter="full", retry_budget="5s"))
+    assert (plan.stop.after_attempt, plan.stop.depends_on_jitter) == (3, True)
+
+
+def test_plan_counts_attempt_time_against_the_deadline() -> None:
+    """With --attempt-time the deadline stops the call once attempts and waits reach it."""
+    plan = build_plan(RetryPolicy(attempts=10, deadline="10s"), attempt_time=1.0)
+    assert plan.stop.reason == "deadline_exceeded"
+    assert plan.stop.after_attempt == 3  # 3 attempts (3s) + waits 1s + 2s, then 4s would end at 10s
+
+
+@pytest.mark.parametrize(
+    ("fields", "attempt_time"),
+    [
+        pytest.param({"attempts": 5, "retry_budget": "5s"}, 0.0, id="budget"),
+        pytest.param(
+            {"attempts": 4, "backoff": "linear", "retry_budget": "6s"}, 0.0, id="budget-equal"
+        ),
+        pytest.param({"attempts": 100, "max_delay": "30s", "retry_budget": "2m"}, 0.0, id="design"),
+        pytest.param({"attempts": 10, "deadline": "10s"}, 1.0, id="deadline"),
+        pytest.param(
+            {"attempts": 9, "backoff": "fibonacci", "deadline": "6s"}, 0.25, id="fibonacci"
+        ),
+        pytest.param(
+            {"attempts": 6, "backoff": CustomBackoff(["1s", "30s", "2s"]), "max_delay": "30s"},
+            0.0,
+            id="custom-capped-mid-list",
+        ),
+        pytest.param({"attempts": 40, "backoff": "fixed", "deadline": "15s"}, 0.5, id="fixed-tail"),
+    ],
+)
+def test_plan_waits_and_stops_like_a_real_call(fields: dict[str, Any], attempt_time: float) -> None:
+    """A Retrier running the policy on a fake clock sleeps the planned waits and stops there."""
+    policy = RetryPolicy(**fields)
+    plan = build_plan(policy, attempt_time=attempt_time)
+    clock, recorder = FakeClock(), RecordingInstrument()
+    retrier = Retrier(policy, budget=None, instruments=(recorder,), clock=clock)
+
+    def fail() -> None:
+        clock.advance(attempt_time)
+        raise ConnectionError("down")
+
+    with pytest.raises((ConnectionError, RetryBudgetExhausted)):
+        retrier.call_sync(fail)
+    planned = [
+        wait.delay for wait in plan.waits for _ in range(wait.attempt, wait.last_attempt + 1)
+    ]
+    assert clock.sleeps == planned
+    assert [event.reason for event in recorder.of_type(RetryDenied)] == [plan.stop.reason]
+    assert recorder.of_type(RetryDenied)[0].attempt == plan.stop.after_attempt
+
+
+def test_plan_jitter_caveat_needs_a_short_draw_to_pass_every_limit() -> None:
+    """The budget stops the planned waits; the shortest draws fit it but not the deadline."""
+    # Equal jitter: 0.5s + 1s waited and a 2s draw fit the 5s budget, but the next attempt
+    # would start at 3 * 0.25s + 3.5s = 4.25s, past the 4s deadline: no draw gets another retry.
+    policy = RetryPolicy(attempts=5, jitter="equal", retry_budget="5s", deadline="4s")
+    plan = build_plan(policy, attempt_time=0.25)
+    assert (plan.stop.after_attempt, plan.stop.reason) == (3, "budget_exhausted")
+    assert plan.stop.depends_on_jitter is False
+    assert build_plan(policy.replace(deadline=None)).stop.depends_on_jitter is True
+
+
+def test_plan_summarises_a_huge_constant_tail_in_one_row() -> None:
+    """A million attempts cost a few rows: the capped tail is one merged row."""
+    plan = build_plan(RetryPolicy(attempts=10**6, jitter="decorrelated", max_delay="5s"))
+    assert len(plan.waits) < 10
+    assert plan.waits[-1].last_attempt == 10**6
+    assert plan.stop.after_attempt == 10**6
+
+
+@pytest.mark.parametrize(
+    ("jitter", "delay", "expected"),
+    [
+        pytest.param("full", 4.0, (0.0, 4.0), id="full"),
+        pytest.param("equal", 4.0, (2.0, 4.0), id="equal"),
+        pytest.param("proportional", 4.0, (2.8, 5.2), id="proportional"),
+        pytest.param("proportional", 10.0, (4.0, 10.0), id="proportional-shifted-under-cap"),
+        pytest.param("decorrelated", 2.0, (1.0, 3.0), id="decorrelated"),
+    ],
+)
+def test_jitter_ranges_follow_the_formulas(
+    jitter: str, delay: float, expected: tuple[float, float]
+) -> None:
+    """Jitter ranges are computed from DESIGN §2's formulas, never sampled."""
+    policy = RetryPolicy(jitter=jitter, max_delay="10s")
+    low, high = jitter_range(policy, delay, previous_max=1.0)
+    assert (low, high) == pytest.approx(expected)
+
+
+# -- check ---------------------------------------------------------------------------------------
+
+
+def test_check_accepts_a_valid_config() -> None:
+    """A valid file exits 0 with a one-line summary of what it defines."""
+    result = run_cli("check", "examples/policies.yaml")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout == (
+        "examples/policies.yaml: OK: 3 policies (payments, search, reports), "
+        "1 breaker, 1 budget; no warnings\n"
+    )
+
+
+def test_check_reports_every_error_with_its_field_path(broken: Path) -> None:
+    """A broken file gets every error, each with its field path, and exits 1."""
+    result = run_cli("check", str(broken))
+    assert result.returncode == 1
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    paths = [line.removeprefix("error: ").split(":")[0] for line in errors]
+    assert paths == [
+        "surprise",
+        "retry_defaults.attempts",
+        "policies.payments.backoff.exponential.base",
+        "policies.payments.jitter",
+        "breakers.payments.recovery_timeout",
+    ]
+    assert "warning: policies.search.retry_budget: 100ms is shorter than the first delay" in (
+        result.stdout
+    )
+    assert result.stdout.endswith(f"{broken}: 5 errors, 1 warning\n")
+    assert "Traceback" not in result.stderr
+
+
+def test_check_prints_errors_warnings_and_a_summary_per_file(
+    capsys: pytest.CaptureFixture[str], broken: Path
+) -> None:
+    """Several files are checked in turn; one broken file fails the run."""
+    code, out, _ = cli(capsys, "check", str(REPO / "examples" / "policies.yaml"), str(broken))
+    assert code == 1
+    summaries = [line for line in out.splitlines() if not line.startswith(("error", "warning"))]
+    assert [line.split(".yaml: ", 1)[1] for line in summaries] == [
+        "OK: 3 policies (payments, search, reports), 1 breaker, 1 budget; no warnings",
+        "5 errors, 1 warning",
+    ]
+
+
+def test_check_reports_a_syntax_error_with_its_line(tmp_path: Path) -> None:
+    """A YAML syntax error names the file and the line, and exits 1."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("policies:\n  a: [1\n")
+    result = run_cli("check", str(path))
+    assert result.returncode == 1
+    assert f"error: {path}: not valid YAML at line" in result.stdout
+
+
+def test_check_without_the_file_is_one_line_on_stderr() -> None:
+    """A missing file is a run failure: one line on stderr, exit 1."""
+    result = run_cli("check", "nowhere.yaml")
+    assert result.returncode == 1
+    assert result.stderr == "retrymw check: error: nowhere.yaml: No such file or directory\n"
+
+
+@pytest.mark.parametrize(
+    ("config", "warning"),
+    [
+        pytest.param(
+            {"retry_config": {"retry": 2, "backoff": "exponential"}},
+            "retry_config.backoff: a backoff without a delay",
+            id="backoff-without-delay",
+        ),
+        pytest.param(
+            {"policies": {"a": {"backoff": {"custom": {"delays": ["1s"]}}, "jitter": "full"}}},
+            "policies.a.jitter: full jitter on a custom delay list",
+            id="jitter-on-custom-list",
+        ),
+        pytest.param(
+            {"attempts": 1, "backoff": "fixed", "max_delay": "5s"},
+            "attempts: attempts=1 never retries, so backoff, max_delay have no effect",
+            id="attempts-1-with-retry-fields",
+        ),
+        pytest.param(
+            {"retry_defaults": {"deadline": "500ms"}, "policies": {"a": {}}},
+            "retry_defaults.deadline: 500ms is not longer than the first delay (1s)",
+            id="deadline-before-first-retry",
+        ),
+    ],
+)
+def test_check_warns_about_likely_mistakes(config: dict[str, Any], warning: str) -> None:
+    """Valid but suspicious settings are warnings, reported once (not per inheriting policy)."""
+    report = check_data(config)
+    assert report.errors == []
+    assert len(report.warnings) == 1
+    assert report.warnings[0].startswith(warning)
+
+
+def test_check_strict_fails_on_warnings(tmp_path: Path) -> None:
+    """--strict turns warnings into a failing exit code."""
+    path = tmp_path / "retry.toml"
+    path.write_text('[retry_defaults]\nattempts = 3\nretry_budget = "100ms"\n')
+    assert run_cli("check", str(path)).returncode == 0
+    strict = run_cli("check", "--strict", str(path))
+    assert strict.returncode == 1
+    assert "warning: retry_defaults.retry_budget" in strict.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "first_error"),
+    [
+        pytest.param([1, 2], "config: the top level must be a mapping", id="not-a-mapping"),
+        pytest.param(
+            {"retry_config": {}, "policies": {}},
+            "retry_config: must be the only top-level key",
+            id="retry-config-and-sections",
+        ),
+        pytest.param({"policies": [1]}, "policies: must be a mapping", id="policies-list"),
+        pytest.param({"budgets": "x"}, "budgets: must be a mapping", id="budgets-string"),
+        pytest.param(
+            {"budgets": {"b": {"ratio": -1}}}, "budgets.b.ratio", id="budget-rejects-option"
+        ),
+    ],
+)
+def test_check_reports_structural_errors(config: Any, first_error: str) -> None:
+    """Errors in the file's shape are reported like field errors."""
+    report = check_data(config)
+    assert report.errors
+    assert report.errors[0].startswith(first_error)
+
+
+# -- simulate --------------------------------------------------------------------------------------
+
+
+def test_simulate_compares_retry_layers_in_a_table() -> None:
+    """The default run compares no retries, retries, budget and breaker on one outage."""
+    result = run_cli("simulate", "--rate", "20", "--duration", "30s", "--fault", "10s")
+    assert result.returncode == 0, result.stderr
+    for name in ("no retries", "retries, no budget", "retries + budget", "+ breaker"):
+        assert name in result.stdout
+    assert "amplif." in result.stdout
+
+
+def test_simulate_json_reports_each_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json gives one object per scenario with its settings and results."""
+    code, out, _ = cli(
+        capsys, "simulate", "--json", "--rate", "10", "--duration", "20s", "--attempts", "5"
+    )
+    assert code == 0
+    results = json.loads(out)
+    assert [result["scenario"]["name"] for result in results] == [
+        "no retries",
+        "retries, no budget",
+        "retries + budget",
+        "retries + budget + breaker",
+    ]
+    assert results[0]["amplification"] == 1.0
+    assert results[1]["amplification"] > results[2]["amplification"]
+    assert results[1]["scenario"]["policy"]["attempts"] == 5
+    assert results[3]["scenario"]["breaker"] == {}
+
+
+def test_simulate_runs_a_suite_group_with_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    """--scenario picks a group of retrymw.simulate.suite; policy options override it."""
+    code, out, _ = cli(capsys, "simulate", "--scenario", "breaker", "--jitter", "full")
+    assert code == 0
+    assert "outage+breaker 100/s" in out
+
+
+def test_simulate_rejects_a_fault_after_the_last_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """A fault that starts after arrivals stop is a one-line error, exit 1."""
+    code, _, err = cli(capsys, "simulate", "--warmup", "1m", "--duration", "30s")
+    assert code == 1
+    assert "no call would meet it" in err
+
+
+# -- demo ------------------------------------------------------------------------------------------
+
+
+class _Lines:
+    """Reads a subprocess's stdout on a thread, so waits for a line are bounded."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        assert process.stdout is not None
+        stdout = process.stdout
+        threading.Thread(target=self._pump, args=(stdout,), daemon=True).start()
+
+    def _pump(self, stream: io.TextIOBase) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        """The first line matching ``pattern``; fails after ``timeout`` seconds."""
+        while True:
+            for line in self.seen:
+                found = re.search(pattern, line)
+                if found:
+                    return found
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail(f"no line matching {pattern!r} in {timeout}s: {self.seen}")
+            if item is None:
+                pytest.fail(f"stdout closed without {pattern!r}: {self.seen}")
+            self.seen.append(item)
+
+    def rest(self, timeout: float = WAIT) -> str:
+        """Everything until stdout closes."""
+        while (rest := self._queue.get(timeout=timeout)) is not None:
+            self.seen.append(rest)
+        return "".join(self.seen)
+
+
+@pytest.fixture
+def demo_process(request: pytest.FixtureRequest) -> Iterator[tuple[subprocess.Popen[str], _Lines]]:
+    """``retrymw demo`` started with the test's arguments; killed if the test leaves it running."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "retrymw", "demo", *request.param],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        yield process, _Lines(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=WAIT)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _scrape(url: str, tries: int = 40) -> str:
+    """GET /metrics until the call counters show up (bounded)."""
+    text = ""
+    for _ in range(tries):
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = str(response.read().decode())
+        if "retrymw_calls_total{" in text:
+            return text
+        threading.Event().wait(0.25)
+    return text
+
+
+@pytest.mark.parametrize(
+    "demo_process",
+    [pytest.param(["--duration", "5s", "--metrics-port", "0"], id="5s")],
+    indirect=True,
+)
+def test_demo_serves_metrics_while_it_runs_and_ends_with_a_summary(
+    demo_process: tuple[subprocess.Popen[str], _Lines],
+) -> None:
+    """The demo prints its /metrics URL, serves retrymw_calls_total, and ends with the summary."""
+    process, lines = demo_process
+    url = lines.wait_for(r"^metrics: (http://127\.0\.0\.1:\d+/metrics)$").group(1)
+    metrics = _scrape(url)
+    assert re.search(r'^retrymw_calls_total\{.*retrymw_policy="demo"', metrics, re.MULTILINE)
+    assert "retrymw_attempts_total{" in metrics
+    output = lines.rest()
+    assert process.wait(timeout=WAIT) == 0
+    for row in ("calls", "attempts", "amplification", "outcomes", "breaker", "latency"):
+        assert re.search(rf"^{row}\s", output, re.MULTILINE), output
+    assert re.search(r"p50 \S+ · p95 \S+ · p99 \S+", output)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX signals")
+@pytest.mark.parametrize(
+    "demo_process",
+    [pytest.param(["--forever", "--metrics-port", "0", "--outage", "none"], id="forever")],
+    indirect=True,
+)
+def test_demo_forever_stops_cleanly_on_ctrl_c(
+    demo_process: tuple[subprocess.Popen[str], _Lines],
+) -> None:
+    """SIGINT ends a --forever demo with the summary table and exit code 0."""
+    process, lines = demo_process
+    lines.wait_for(r"^metrics: http://")
+    lines.wait_for(r"^load: ")  # printed once the demo handles SIGINT itself
+    process.send_signal(signal.SIGINT)
+    output = lines.rest()
+    assert process.wait(timeout=WAIT) == 0
+    assert "stopping: finishing the calls in flight" in output
+    assert re.search(r"^calls\s+[\d,]+ \(", output, re.MULTILINE)
+    assert process.stderr is not None
+    assert "Traceback" not in process.stderr.read()
+
+
+def test_demo_in_process_prints_progress_traces_and_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A short demo with an early outage prints its events, traces and the summary."""
+    code, out, err = cli(
+        capsys,
+        "demo",
+        *("--duration", "2s", "--metrics-port", "0", "--rate", "40", "--seed", "1"),
+        *("--outage", "500ms:1s", "--traces", "all", "--latency", "5ms"),
+    )
+    assert code == 0, err
+    assert "upstream outage begins" in out
+    assert re.search(r"trace [0-9a-f]{8}  GET ", out)
+    assert "retrymw demo: " in out
+    assert re.search(r"^upstream\s+[\d,]+ responses; by status 200: ", out, re.MULTILINE)
+
+
+def test_demo_reports_a_busy_metrics_port(capsys: pytest.CaptureFixture[str]) -> None:
+    """A metrics port in use is one line naming it and the way out, exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = cli(capsys, "demo", "--duration", "1s", "--metrics-port", str(port))
+    assert code == 1
+    assert err.startswith(f"retrymw demo: error: cannot serve /metrics on 127.0.0.1:{port}: ")
+    assert err.strip().endswith("(pass --metrics-port 0 for a free port)")
+
+
+# -- the demo's parts ----------------------------------------------------------------------------
+
+
+def test_otlp_endpoint_without_the_exporter_falls_back_to_the_console(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With OTEL_EXPORTER_OTLP_ENDPOINT set and no exporter, one notice says what to install."""
+    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: None)
+    tracing = setup_tracing(lambda trace: None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317"})
+    assert tracing.console
+    assert tracing.notice is not None
+    assert "pip install opentelemetry-exporter-otlp" in tracing.notice
+    tracing.shutdown()
+
+
+def test_otlp_endpoint_with_an_exporter_exports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an exporter available, spans go to it and nothing is printed."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: exporter)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}
+    tracing = setup_tracing(lambda trace: None, env)
+    assert not tracing.console
+    assert tracing.description == "exported by OTLP (grpc) to http://127.0.0.1:4317"
+    tracing.provider.get_tracer("test").start_span("x").end()
+    tracing.shutdown()
+    assert [span.name for span in exporter.get_finished_spans()] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({}, "grpc", id="port-4317"),
+        pytest.param({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "http/protobuf", id="env"),
+    ],
+)
+def test_otlp_protocol_comes_from_the_environment_or_the_port(
+    env: dict[str, str], expected: str
+) -> None:
+    """The OTLP protocol is OTEL_EXPORTER_OTLP_PROTOCOL, else gRPC on port 4317."""
+    assert _protocol(env, "http://collector:4317") == expected
+    assert _protocol({}, "http://collector:4318") == "http/protobuf"
+
+
+def test_outage_windows_start_end_and_repeat() -> None:
+    """An outage covers [start, start + duration), repeating every EVERY seconds."""
+    once, every = Outage(6.0, 5.0), Outage(6.0, 5.0, every=60.0)
+    assert [once.active(t) for t in (5.9, 6.0, 10.9, 11.0, 66.0)] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert [every.active(t) for t in (66.0, 70.9, 71.0)] == [True, True, False]
+    assert str(every) == "6s-11s, every 1m"
+
+
+def test_upstream_answers_follow_its_script() -> None:
+    """The upstream answers 429 with Retry-After, 5xx, or 200 in the scripted shares."""
+    always_429 = FlakyUpstream(UpstreamScript(rate_limited=1.0, retry_after=2))
+    assert always_429.respond() == (429, {"Retry-After": "2"})
+    always_5xx = FlakyUpstream(UpstreamScript(failure_rate=1.0, rate_limited=0.0))
+    assert always_5xx.respond()[0] in (502, 503, 504)
+    down = FlakyUpstream(UpstreamScript(failure_rate=0.0, outage=Outage(0.0, 60.0)))
+    assert down.respond() == (503, {})
+
+
+def test_console_rate_limits_interesting_traces() -> None:
+    """Only retried or failed calls print, at most two a second; the rest are counted."""
+    stream = io.StringIO()
+    console = Console(stream, tty=False)
+    retried = CallTrace("ab" * 16, "GET", "success", 2, 0.1, ("503 1ms", "wait 50ms", "200 1ms"))
+    console.trace(CallTrace("cd" * 16, "GET", "success", 1, 0.01, ("200 1ms",)), 0.1)
+    for _ in range(3):
+        console.trace(retried, 0.5)
+    assert console.printed == 2
+    assert console.suppressed == 1
+    assert stream.getvalue().splitlines()[0] == (
+        "[   0.5s] trace abababab  GET ✓ · 2 attempts · 100ms  503 1ms → wait 50ms → 200 1ms"
+    )
+
+
+def test_console_redraws_the_progress_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal other lines print above the progress line, which fits the width."""
+    monkeypatch.setenv("COLUMNS", "12")
+    stream = io.StringIO()
+    console = Console(stream, tty=True)
+    console.status("progress 1")
+    console.line("event")
+    console.status("progress 100")
+    console.finish()
+    assert stream.getvalue() == (
+        "\r\x1b[2Kprogress 1\r\x1b[2Kevent\nprogress 1\r\x1b[2Kprogress 1…\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(0.0, "0s", id="zero"),
+        pytest.param(0.0005, "0.5ms", id="sub-millisecond"),
+        pytest.param(0.25, "250ms", id="milliseconds"),
+        pytest.param(1.5, "1.5s", id="seconds"),
+        pytest.param(150.0, "2m30s", id="minutes"),
+        pytest.param(3900.0, "1h5m", id="hours"),
+        pytest.param(float("inf"), "∞", id="infinite"),
+    ],
+)
+def test_durations_are_printed_for_people(seconds: float, text: str) -> None:
+    """Durations print in the unit a person would pick."""
+    assert human_duration(seconds) == text
+
+
+def test_percentages_and_percentiles() -> None:
+    """Shares print with sensible precision; percentiles use the nearest rank."""
+    assert [percent(x) for x in (0.0, 0.031, 0.5, 1.0)] == ["0%", "3.1%", "50%", "100%"]
+    values = [float(n) for n in range(1, 101)]
+    assert [percentile(values, q) for q in (0.5, 0.95, 0.99)] == [50.0, 95.0, 99.0]
+    assert percentile([], 0.5) == 0.0
