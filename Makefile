@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test system-packages lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/retrymw demo
 
-test: lint typecheck pytest
+test: system-packages lint typecheck pytest
+
+# Real Prometheus and Redis servers: installed when root with apt, otherwise the exact command.
+system-packages:
+	.ci/system-packages
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -9,16 +9,14 @@ Three layers:
 * a real Prometheus on 127.0.0.1 scraping this process while it drives retrymw through every
   scenario, and every panel, variable and rule expression must return data from it.
 
-The promtool and Prometheus tests need Debian's ``prometheus`` package: they skip without it,
-except under ``CI=true`` where a missing binary fails.
+The promtool and Prometheus tests need Debian's ``prometheus`` package: `make test` installs it,
+and a missing binary fails the test rather than skipping it.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ import yaml
 from retrymw.instrumentation import _names as names
 
 from . import prometheus_harness as harness
+from .system import require_binary
 
 DASHBOARD = harness.load_dashboard()
 RULES = harness.load_rules()
@@ -440,22 +439,9 @@ def test_collector_pipeline_sends_traces_to_jaeger():
 # -- promtool ------------------------------------------------------------------------------------
 
 
-def _binary(name: str) -> str:
-    """The path of a Prometheus binary: skip without it, but fail in CI (CI=true)."""
-    path = shutil.which(name)
-    if path is None:
-        message = (
-            f"{name} not found: install Debian's prometheus package (apt-get install prometheus)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{message}; CI must run these tests")
-        pytest.skip(message)
-    return path
-
-
 def _promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [_binary("promtool"), *map(str, args)],
+        [require_binary("promtool"), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -507,7 +493,7 @@ def test_every_dashboard_expression_parses(tmp_path: Path):
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.LiveStack]:
     """A real Prometheus that scraped this process while it played the whole storyline."""
-    binary = _binary("prometheus")
+    binary = require_binary("prometheus")
     with harness.live_stack(binary, tmp_path_factory.mktemp("prometheus")) as stack:
         yield stack
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from typing import Any
 
@@ -216,9 +217,7 @@ async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> No
 
 async def test_the_otel_prometheus_exporter_produces_the_same_names(clock: FakeClock) -> None:
     """Through opentelemetry-exporter-prometheus, the OTel path exposes the very same names."""
-    exporter = pytest.importorskip(
-        "opentelemetry.exporter.prometheus", reason="optional: opentelemetry-exporter-prometheus"
-    )
+    exporter = importlib.import_module("opentelemetry.exporter.prometheus")
     registry = CollectorRegistry()
     reader = exporter.PrometheusMetricReader(registry=registry)
     provider = MeterProvider(metric_readers=[reader])

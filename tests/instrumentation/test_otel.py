@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -423,9 +424,7 @@ async def test_http_instrumentation_below_is_suppressed(otel: Telemetry, clock: 
 
 async def test_real_httpx_instrumentation_is_suppressed(otel: Telemetry, clock: FakeClock) -> None:
     """With opentelemetry-instrumentation-httpx's own transport below ours, no duplicate spans."""
-    contrib = pytest.importorskip(
-        "opentelemetry.instrumentation.httpx", reason="optional contrib package"
-    )
+    contrib = importlib.import_module("opentelemetry.instrumentation.httpx")
     inner = contrib.AsyncOpenTelemetryTransport(
         httpx.MockTransport(Upstream(clock, [503, 200], None)), tracer_provider=otel.tracer_provider
     )

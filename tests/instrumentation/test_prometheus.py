@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -31,6 +30,7 @@ from tests.instrumentation import (
     run_scenario,
     script,
 )
+from tests.system import require_binary
 
 pytestmark = pytest.mark.anyio
 
@@ -379,11 +379,7 @@ def test_exemplars_are_off_without_opentelemetry(monkeypatch: pytest.MonkeyPatch
 
 def test_promtool_accepts_the_exposition(registry: CollectorRegistry, clock: FakeClock) -> None:
     """`promtool check metrics` finds nothing to lint in an exposition holding all ten metrics."""
-    promtool = shutil.which("promtool") or shutil.which("/usr/bin/promtool")
-    if promtool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing in CI: .ci/run installs Debian's prometheus package")
-        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    promtool = require_binary("promtool")
     for scenario in ("success_after_2_retries", "exhausted", "circuit_open", "throttled"):
         anyio.run(run_scenario, scenario, clock, [PrometheusInstrument(registry)])
     exposition = generate_latest(registry)
