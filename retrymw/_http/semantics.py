@@ -36,7 +36,6 @@ __all__ = [
     "is_idempotent",
     "limit_sync_attempt",
     "parse_retry_after",
-    "redact_url",
 ]
 
 logger = logging.getLogger("retrymw")
@@ -267,23 +266,6 @@ def format_target(host: str, port: int | None) -> str:
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     return host if port is None else f"{host}:{port}"
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` fit for the ``url.full`` attribute: no userinfo, query or fragment.
-
-    Credentials and query strings (tokens, signatures, ids) never reach telemetry. The function
-    works on the text alone and never raises.
-
-    >>> redact_url("https://user:secret@example.com:8443/a/b?token=x#top")
-    'https://example.com:8443/a/b'
-    """
-    url = url.split("#", 1)[0].split("?", 1)[0]
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
 
 
 class HttpExchange:

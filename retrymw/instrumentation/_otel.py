@@ -32,7 +32,7 @@ from .._core.events import (
     RetryScheduled,
 )
 from .._core.instruments import Instrument
-from .._http.semantics import redact_url
+from .._core.redact import redact_url
 from . import _names as names
 
 __all__ = ["OpenTelemetryInstrument"]

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retrymw import ConfigError, Outcome, RetryPolicy, on_status
+from retrymw._core.redact import redact_url
 from retrymw._http.semantics import (
     HTTP_RETRY_ON,
     PolicyResolver,
@@ -21,7 +22,6 @@ from retrymw._http.semantics import (
     http_policy,
     is_idempotent,
     parse_retry_after,
-    redact_url,
 )
 from retrymw.testing import FakeClock
 
