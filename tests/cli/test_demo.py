@@ -1,0 +1,308 @@
+"""``retrymw demo`` and its parts: the upstream, the console, the progress line, the traces."""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retrymw.cli import main
+from retrymw.cli._common import human_duration, percent
+from retrymw.cli._report import Console, percentile
+from retrymw.cli._trace import CallTrace, _protocol, setup_tracing
+from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 60.0  # the longest any subprocess may take; the demo ones take ~5-10 s
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RETRYMW_"))}
+    return {**env, "PYTHONIOENCODING": "utf-8", **extra}
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run ``main(args)`` in this process; return the exit code, stdout and stderr."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- demo ------------------------------------------------------------------------------------------
+
+
+class _Lines:
+    """Reads a subprocess's stdout on a thread, so waits for a line are bounded."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        assert process.stdout is not None
+        stdout = process.stdout
+        threading.Thread(target=self._pump, args=(stdout,), daemon=True).start()
+
+    def _pump(self, stream: io.TextIOBase) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        """The first line matching ``pattern``; fails after ``timeout`` seconds."""
+        while True:
+            for line in self.seen:
+                found = re.search(pattern, line)
+                if found:
+                    return found
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail(f"no line matching {pattern!r} in {timeout}s: {self.seen}")
+            if item is None:
+                pytest.fail(f"stdout closed without {pattern!r}: {self.seen}")
+            self.seen.append(item)
+
+    def rest(self, timeout: float = WAIT) -> str:
+        """Everything until stdout closes."""
+        while (rest := self._queue.get(timeout=timeout)) is not None:
+            self.seen.append(rest)
+        return "".join(self.seen)
+
+
+@pytest.fixture
+def demo_process(request: pytest.FixtureRequest) -> Iterator[tuple[subprocess.Popen[str], _Lines]]:
+    """``retrymw demo`` started with the test's arguments; killed if the test leaves it running."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "retrymw", "demo", *request.param],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        yield process, _Lines(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=WAIT)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _scrape(url: str, tries: int = 40) -> str:
+    """GET /metrics until the call counters show up (bounded)."""
+    text = ""
+    for _ in range(tries):
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = str(response.read().decode())
+        if "retrymw_calls_total{" in text:
+            return text
+        threading.Event().wait(0.25)
+    return text
+
+
+@pytest.mark.parametrize(
+    "demo_process",
+    [pytest.param(["--duration", "5s", "--metrics-port", "0"], id="5s")],
+    indirect=True,
+)
+def test_demo_serves_metrics_while_it_runs_and_ends_with_a_summary(
+    demo_process: tuple[subprocess.Popen[str], _Lines],
+) -> None:
+    """The demo prints its /metrics URL, serves retrymw_calls_total, and ends with the summary."""
+    process, lines = demo_process
+    url = lines.wait_for(r"^metrics: (http://127\.0\.0\.1:\d+/metrics)$").group(1)
+    metrics = _scrape(url)
+    assert re.search(r'^retrymw_calls_total\{.*retrymw_policy="demo"', metrics, re.MULTILINE)
+    assert "retrymw_attempts_total{" in metrics
+    output = lines.rest()
+    assert process.wait(timeout=WAIT) == 0
+    for row in ("calls", "attempts", "amplification", "outcomes", "breaker", "latency"):
+        assert re.search(rf"^{row}\s", output, re.MULTILINE), output
+    assert re.search(r"p50 \S+ · p95 \S+ · p99 \S+", output)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX signals")
+@pytest.mark.parametrize(
+    "demo_process",
+    [pytest.param(["--forever", "--metrics-port", "0", "--outage", "none"], id="forever")],
+    indirect=True,
+)
+def test_demo_forever_stops_cleanly_on_ctrl_c(
+    demo_process: tuple[subprocess.Popen[str], _Lines],
+) -> None:
+    """SIGINT ends a --forever demo with the summary table and exit code 0."""
+    process, lines = demo_process
+    lines.wait_for(r"^metrics: http://")
+    lines.wait_for(r"^load: ")  # printed once the demo handles SIGINT itself
+    process.send_signal(signal.SIGINT)
+    output = lines.rest()
+    assert process.wait(timeout=WAIT) == 0
+    assert "stopping: finishing the calls in flight" in output
+    assert re.search(r"^calls\s+[\d,]+ \(", output, re.MULTILINE)
+    assert process.stderr is not None
+    assert "Traceback" not in process.stderr.read()
+
+
+def test_demo_in_process_prints_progress_traces_and_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A short demo with an early outage prints its events, traces and the summary."""
+    code, out, err = cli(
+        capsys,
+        "demo",
+        *("--duration", "2s", "--metrics-port", "0", "--rate", "40", "--seed", "1"),
+        *("--outage", "500ms:1s", "--traces", "all", "--latency", "5ms"),
+    )
+    assert code == 0, err
+    assert "upstream outage begins" in out
+    assert re.search(r"trace [0-9a-f]{8}  GET ", out)
+    assert "retrymw demo: " in out
+    assert re.search(r"^upstream\s+[\d,]+ responses; by status 200: ", out, re.MULTILINE)
+
+
+def test_demo_reports_a_busy_metrics_port(capsys: pytest.CaptureFixture[str]) -> None:
+    """A metrics port in use is one line naming it and the way out, exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = cli(capsys, "demo", "--duration", "1s", "--metrics-port", str(port))
+    assert code == 1
+    assert err.startswith(f"retrymw demo: error: cannot serve /metrics on 127.0.0.1:{port}: ")
+    assert err.strip().endswith("(pass --metrics-port 0 for a free port)")
+
+
+# -- the demo's parts ----------------------------------------------------------------------------
+
+
+def test_otlp_endpoint_without_the_exporter_falls_back_to_the_console(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With OTEL_EXPORTER_OTLP_ENDPOINT set and no exporter, one notice says what to install."""
+    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: None)
+    tracing = setup_tracing(lambda trace: None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317"})
+    assert tracing.console
+    assert tracing.notice is not None
+    assert "pip install opentelemetry-exporter-otlp" in tracing.notice
+    tracing.shutdown()
+
+
+def test_otlp_endpoint_with_an_exporter_exports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an exporter available, spans go to it and nothing is printed."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: exporter)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}
+    tracing = setup_tracing(lambda trace: None, env)
+    assert not tracing.console
+    assert tracing.description == "exported by OTLP (grpc) to http://127.0.0.1:4317"
+    tracing.provider.get_tracer("test").start_span("x").end()
+    tracing.shutdown()
+    assert [span.name for span in exporter.get_finished_spans()] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({}, "grpc", id="port-4317"),
+        pytest.param({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "http/protobuf", id="env"),
+    ],
+)
+def test_otlp_protocol_comes_from_the_environment_or_the_port(
+    env: dict[str, str], expected: str
+) -> None:
+    """The OTLP protocol is OTEL_EXPORTER_OTLP_PROTOCOL, else gRPC on port 4317."""
+    assert _protocol(env, "http://collector:4317") == expected
+    assert _protocol({}, "http://collector:4318") == "http/protobuf"
+
+
+def test_outage_windows_start_end_and_repeat() -> None:
+    """An outage covers [start, start + duration), repeating every EVERY seconds."""
+    once, every = Outage(6.0, 5.0), Outage(6.0, 5.0, every=60.0)
+    assert [once.active(t) for t in (5.9, 6.0, 10.9, 11.0, 66.0)] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert [every.active(t) for t in (66.0, 70.9, 71.0)] == [True, True, False]
+    assert str(every) == "6s-11s, every 1m"
+
+
+def test_upstream_answers_follow_its_script() -> None:
+    """The upstream answers 429 with Retry-After, 5xx, or 200 in the scripted shares."""
+    always_429 = FlakyUpstream(UpstreamScript(rate_limited=1.0, retry_after=2))
+    assert always_429.respond() == (429, {"Retry-After": "2"})
+    always_5xx = FlakyUpstream(UpstreamScript(failure_rate=1.0, rate_limited=0.0))
+    assert always_5xx.respond()[0] in (502, 503, 504)
+    down = FlakyUpstream(UpstreamScript(failure_rate=0.0, outage=Outage(0.0, 60.0)))
+    assert down.respond() == (503, {})
+
+
+def test_console_rate_limits_interesting_traces() -> None:
+    """Only retried or failed calls print, at most two a second; the rest are counted."""
+    stream = io.StringIO()
+    console = Console(stream, tty=False)
+    retried = CallTrace("ab" * 16, "GET", "success", 2, 0.1, ("503 1ms", "wait 50ms", "200 1ms"))
+    console.trace(CallTrace("cd" * 16, "GET", "success", 1, 0.01, ("200 1ms",)), 0.1)
+    for _ in range(3):
+        console.trace(retried, 0.5)
+    assert console.printed == 2
+    assert console.suppressed == 1
+    assert stream.getvalue().splitlines()[0] == (
+        "[   0.5s] trace abababab  GET ✓ · 2 attempts · 100ms  503 1ms → wait 50ms → 200 1ms"
+    )
+
+
+def test_console_redraws_the_progress_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal other lines print above the progress line, which fits the width."""
+    monkeypatch.setenv("COLUMNS", "12")
+    stream = io.StringIO()
+    console = Console(stream, tty=True)
+    console.status("progress 1")
+    console.line("event")
+    console.status("progress 100")
+    console.finish()
+    assert stream.getvalue() == (
+        "\r\x1b[2Kprogress 1\r\x1b[2Kevent\nprogress 1\r\x1b[2Kprogress 1…\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(0.0, "0s", id="zero"),
+        pytest.param(0.0005, "0.5ms", id="sub-millisecond"),
+        pytest.param(0.25, "250ms", id="milliseconds"),
+        pytest.param(1.5, "1.5s", id="seconds"),
+        pytest.param(150.0, "2m30s", id="minutes"),
+        pytest.param(3900.0, "1h5m", id="hours"),
+        pytest.param(float("inf"), "∞", id="infinite"),
+    ],
+)
+def test_durations_are_printed_for_people(seconds: float, text: str) -> None:
+    """Durations print in the unit a person would pick."""
+    assert human_duration(seconds) == text
+
+
+def test_percentages_and_percentiles() -> None:
+    """Shares print with sensible precision; percentiles use the nearest rank."""
+    assert [percent(x) for x in (0.0, 0.031, 0.5, 1.0)] == ["0%", "3.1%", "50%", "100%"]
+    values = [float(n) for n in range(1, 101)]
+    assert [percentile(values, q) for q in (0.5, 0.95, 0.99)] == [50.0, 95.0, 99.0]
+    assert percentile([], 0.5) == 0.0
