@@ -54,6 +54,7 @@ from typing import Any, final
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.events import BreakerStateChanged, CircuitState
 from .counting import LazyCount
+from .forks import after_fork_in_child
 from .probes import ProbeSlots
 from .settings import BreakerSettings, breaker_settings
 from .windows import CountWindow, TimeWindow
@@ -188,6 +189,14 @@ class CircuitBreaker:
         # folded into the window under the lock by the next locked operation: see _fold().
         self._lazy = settings.window_size is not None
         self._pending = LazyCount()
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A fresh lock, and a fresh half-open period: the parent's probes' threads are gone."""
+        self._lock = threading.Lock()
+        if self._state == "half_open":
+            self._probes.clear()
+            self._half_open_successes = 0
 
     def _new_window(self) -> CountWindow | TimeWindow:
         settings = self._settings

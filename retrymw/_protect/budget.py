@@ -56,6 +56,7 @@ from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
 from .counting import LazyCount
+from .forks import after_fork_in_child
 
 __all__ = ["RetryBudget", "RetryBudgetStatistics"]
 
@@ -119,6 +120,7 @@ class RetryBudget:
     """
 
     __slots__ = (
+        "__weakref__",
         "_acquired",
         "_balance",
         "_burst",
@@ -166,6 +168,10 @@ class RetryBudget:
         self._epoch = math.floor(now / self._slot_width)
         self._epoch_end = (self._epoch + 1) * self._slot_width
         self._last_fold = now
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
     def record_success(self) -> None:
         """Deposit for one call that ended in success. Lock-free: one atomic counter step."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, final
 
 from .._core.errors import ConfigError
+from .forks import after_fork_in_child
 from .settings import positive_int
 
 if TYPE_CHECKING:
@@ -42,7 +43,15 @@ class CircuitBreakerRegistry:
     .. versionadded:: 0.1
     """
 
-    __slots__ = ("_breakers", "_listeners", "_lock", "_max_keys", "_other", "template")
+    __slots__ = (
+        "__weakref__",
+        "_breakers",
+        "_listeners",
+        "_lock",
+        "_max_keys",
+        "_other",
+        "template",
+    )
 
     def __init__(
         self,
@@ -60,6 +69,10 @@ class CircuitBreakerRegistry:
         self._listeners = tuple(listeners)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._other: CircuitBreaker | None = None
+        self._lock = threading.Lock()
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
     def get(self, key: str) -> CircuitBreaker:
