@@ -53,10 +53,10 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
-from .._core.durations import parse_duration
 from .._core.errors import ConfigError
 from .counting import LazyCount
 from .forks import after_fork_in_child
+from .settings import bounded_duration, shown
 
 __all__ = ["RetryBudget", "RetryBudgetStatistics"]
 
@@ -151,9 +151,7 @@ class RetryBudget:
         self._ratio = _non_negative(ratio, "ratio", "0.3")
         self._burst = _non_negative(burst, "burst", "0.1")
         self._min_capacity = _non_negative(min_capacity, "min_capacity", "10")
-        self._window = parse_duration(window, field="window")
-        if self._window <= 0.0:
-            raise ConfigError("window", window, "must be greater than zero", '"10s"')
+        self._window = bounded_duration(window, "window", '"10s"')
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._lock = threading.Lock()
         # record_success() only counts; _fold() takes the count under the lock.
@@ -276,8 +274,9 @@ def _non_negative(value: Any, field: str, example: str) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or (isinstance(value, int) and value.bit_length() > 1023)  # float() would overflow
         or not math.isfinite(value)
         or value < 0
     ):
-        raise ConfigError(field, value, "must be a finite number >= 0", example)
+        raise ConfigError(field, shown(value), "must be a finite number >= 0", example)
     return float(value)

@@ -3,17 +3,45 @@
 Every check raises a `ConfigError` naming the field, the bad value and an accepted example.
 Validation runs once per breaker and never on the hot path, so it lives apart from the state
 machine in `_breaker`; `CircuitBreakerRegistry` checks its ``max_keys`` with `positive_int`.
+
+Bounds that keep a breaker cheap and its arithmetic finite:
+
+* a count-based ``window`` holds at most `MAX_WINDOW_CALLS` (10 000) attempts: the ring costs
+  one byte per attempt for every keyed breaker (``window=10**8`` was 100 MiB each), and 10 000
+  attempts already estimate a failure rate to within 1% (one standard error at p = 0.5 is
+  0.005);
+* durations (a time-based ``window``, ``recovery_timeout``, ``max_recovery_timeout``, and the
+  budget's and throttle's windows through `bounded_duration`) lie in ``[1ms, 24h]``, and a
+  ``recovery_timeout`` may also be 0 (probe at once). Below a millisecond a window's buckets
+  become so narrow that ``now / width`` overflows, and a doubling open period from a tiny start
+  overflows a float before reaching its cap; past a day a circuit is a page, not a wait.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
 
-__all__ = ["BreakerSettings", "breaker_settings", "positive_int"]
+__all__ = [
+    "MAX_DURATION",
+    "MAX_WINDOW_CALLS",
+    "MIN_DURATION",
+    "BreakerSettings",
+    "bounded_duration",
+    "breaker_settings",
+    "positive_int",
+    "shown",
+]
+
+MAX_WINDOW_CALLS = 10_000  # attempts a count-based window may hold (one byte each)
+MIN_DURATION = 0.001  # seconds: 1 ms
+MAX_DURATION = 86_400.0  # seconds: 24 h
+# An int longer than this is shown by its size: repr() of a 5 000-digit int raises ValueError.
+_MAX_SHOWN_BITS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +92,10 @@ def breaker_settings(
     positive_int(minimum_calls, "minimum_calls")
     fits = window_size is None or minimum_calls <= window_size
     _require(fits, "minimum_calls", minimum_calls, f"exceeds the window ({window_size})")
-    recovery = parse_duration(recovery_timeout, field="recovery_timeout")
+    recovery = bounded_duration(recovery_timeout, "recovery_timeout", '"5s"', zero=True)
     longest = recovery
     if max_recovery_timeout is not None:
-        longest = parse_duration(max_recovery_timeout, field="max_recovery_timeout")
+        longest = bounded_duration(max_recovery_timeout, "max_recovery_timeout", '"5m"')
         problem = f"is below recovery_timeout ({recovery:g}s)"
         _require(longest >= recovery, "max_recovery_timeout", max_recovery_timeout, problem)
     jitter = recovery_jitter
@@ -100,11 +128,36 @@ _EXAMPLES = {
 }
 
 
+def bounded_duration(value: Any, field: str, example: str, *, zero: bool = False) -> float:
+    """Parse a duration and check it lies in ``[MIN_DURATION, MAX_DURATION]`` (or is 0 if allowed).
+
+    Raises:
+        ConfigError: not a duration, or out of range; the message names ``field``.
+    """
+    if isinstance(value, int) and value.bit_length() > _MAX_SHOWN_BITS:
+        raise ConfigError(field, shown(value), "must be between 1ms and 24h", example)
+    seconds = parse_duration(value, field=field)
+    if zero and seconds == 0.0:
+        return seconds
+    if not MIN_DURATION <= seconds <= MAX_DURATION:
+        low = "0 or " if zero else ""
+        raise ConfigError(field, shown(value), f"must be {low}between 1ms and 24h", example)
+    return seconds
+
+
 def _require(ok: bool, field: str, value: Any, problem: str) -> None:
     if not ok:
         if problem.startswith(("(", "[")):
             problem = f"must be a number in {problem}"
-        raise ConfigError(field, value, problem, _EXAMPLES[field])
+        raise ConfigError(field, shown(value), problem, _EXAMPLES[field])
+
+
+def shown(value: Any) -> Any:
+    """``value``, or a short description of an integer too long to print."""
+    if isinstance(value, int) and value.bit_length() > _MAX_SHOWN_BITS:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"<an integer of about {digits} digits>"
+    return value
 
 
 def _number(value: Any) -> bool:
@@ -123,7 +176,7 @@ def _parse_window(window: Any) -> tuple[int | None, float | None]:
     if isinstance(window, float):
         _require(False, "window", window, "is ambiguous: use an int (calls) or a duration string")
     if isinstance(window, int) and not isinstance(window, bool):
-        return positive_int(window, "window"), None
-    duration = parse_duration(window, field="window")
-    _require(duration > 0.0, "window", window, "must be greater than zero")
-    return None, duration
+        size = positive_int(window, "window")
+        _require(size <= MAX_WINDOW_CALLS, "window", window, f"exceeds {MAX_WINDOW_CALLS} calls")
+        return size, None
+    return None, bounded_duration(window, "window", _EXAMPLES["window"])
