@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Sequence
+from typing import IO
 
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
@@ -22,8 +24,10 @@ __all__ = [
     "percent",
     "port",
     "positive_float",
+    "positive_duration",
     "positive_int",
     "rate",
+    "silence",
     "table",
 ]
 
@@ -56,6 +60,18 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{error.problem}: {text!r} (e.g. 5s, 250ms, 1m30s)"
         ) from None
+
+
+def positive_duration(text: str) -> float:
+    """Parse a duration longer than zero, for how long something runs (``--duration``).
+
+    Raises:
+        argparse.ArgumentTypeError: not a duration, or zero; argparse reports a usage error.
+    """
+    value = duration(text)
+    if value <= 0.0:
+        raise argparse.ArgumentTypeError(f"must be longer than 0s: {text!r} (e.g. 5s, 20s, 1m)")
+    return value
 
 
 def optional_duration(text: str) -> float | None:
@@ -118,6 +134,25 @@ def fraction(text: str) -> float:
     return value
 
 
+def silence(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at ``os.devnull`` once its reader has gone away.
+
+    After ``EPIPE`` (``retrymw demo | head``), the Python documentation's note on SIGPIPE
+    redirects stdout to devnull: the text still buffered, and the interpreter's final flush,
+    then go nowhere instead of raising ``BrokenPipeError`` again on the way out. A stream
+    without a file descriptor (a ``StringIO``) is left alone.
+    """
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, descriptor)
+    finally:
+        os.close(devnull)
+
+
 def human_duration(seconds: float) -> str:
     """Format seconds for people: ``0s``, ``250ms``, ``1.5s``, ``2m30s``, ``1h5m``."""
     if not math.isfinite(seconds):
@@ -137,10 +172,14 @@ def human_duration(seconds: float) -> str:
 
 
 def percent(share: float) -> str:
-    """Format a share in ``[0, 1]`` as a percentage with sensible precision."""
+    """Format a share in ``[0, 1]`` as a percentage with sensible precision.
+
+    Only a share of exactly 1 reads ``100%``: 9,996 successes of 10,000 are ``99.9%``, so that
+    a failure is never rounded away.
+    """
     value = share * 100.0
     if value in (0.0, 100.0) or value >= 10.0:
-        return f"{value:.1f}%".replace(".0%", "%")
+        return f"{min(value, 99.9) if value < 100.0 else value:.1f}%".replace(".0%", "%")
     return f"{value:.2g}%"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from random import Random
 from typing import TYPE_CHECKING, Any
 
+from .._core.redact import redact_url
 from ._common import (
     EXIT_OK,
     CliError,
@@ -26,6 +27,7 @@ from ._common import (
     fraction,
     human_duration,
     port,
+    positive_duration,
     positive_int,
     rate,
 )
@@ -79,7 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the ``demo`` arguments to ``parser``."""
     length = parser.add_mutually_exclusive_group()
     length.add_argument(
-        "--duration", type=duration, default=20.0, metavar="DURATION", help="(default 20s)"
+        "--duration",
+        type=positive_duration,
+        default=20.0,
+        metavar="DURATION",
+        help="longer than 0s (default 20s)",
     )
     length.add_argument("--forever", action="store_true", help="run until Ctrl-C or SIGTERM")
     load = parser.add_argument_group("load and policy")
@@ -114,7 +120,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo until its duration ends or it is interrupted, then print the summary."""
+    """Run the demo until its duration ends or it is interrupted, then print the summary.
+
+    Returns:
+        ``0``, also when the reader of stdout went away (``retrymw demo | head``): it has read
+        what it wanted, as when ``head`` stops ``yes``, and the demo then stops quietly rather
+        than fail a ``set -o pipefail`` script. ripgrep makes the same choice.
+    """
     try:
         import httpx  # noqa: F401  (checked here for a clear message; used by _Demo)
 
@@ -142,7 +154,9 @@ class _Demo:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.console = Console(sys.stdout, tty=sys.stdout.isatty(), traces=args.traces)
+        self.console = Console(
+            sys.stdout, tty=sys.stdout.isatty(), traces=args.traces, on_closed=self._reader_gone
+        )
         self.stats = DemoStats(on_transition=self._on_transition)
         self.script = UpstreamScript(
             failure_rate=args.failure_rate,
@@ -177,7 +191,7 @@ class _Demo:
             registry = CollectorRegistry()
             instruments.append(PrometheusInstrument(registry=registry))
             self.metrics_url = self._serve_metrics(registry)
-            self.console.line(f"metrics: {self.metrics_url}")
+            self.console.line(f"metrics: {redact_url(self.metrics_url)}")
         tracing = self._tracing()
         if tracing is not None:
             from ..instrumentation import OpenTelemetryInstrument
@@ -267,7 +281,7 @@ class _Demo:
         with self._signal_handlers():
             url = await self._start_upstream()
             try:
-                self.console.line(f"upstream: {url} ({self.script.describe()})")
+                self.console.line(f"upstream: {redact_url(url)} ({self.script.describe()})")
                 instruments = self._instruments()
                 policy = self._policy()
                 self.transport = AsyncRetryTransport(
@@ -326,9 +340,10 @@ class _Demo:
                 next_at = max(next_at + interval, now - 1.0)  # no catch-up burst after a stall
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), max(0.0, next_at - time.monotonic()))
-            # Let the calls in flight finish (their retries included), within reason.
+            # Let the calls in flight finish (their retries included), within reason; not when
+            # nobody reads the output any more.
             self._idle = anyio.Event()
-            if self.in_flight:
+            if self.in_flight and not self.console.closed:
                 with anyio.move_on_after(_GRACE):
                     await self._idle.wait()
             group.cancel_scope.cancel()
@@ -374,7 +389,9 @@ class _Demo:
 
     def _progress(self, elapsed: float) -> str:
         retrier = self.transport.retrier if self.transport is not None else None
-        return progress_line(elapsed, self.stats, retrier, self.upstream.in_outage())
+        return progress_line(
+            elapsed, self.stats, retrier, self.upstream.in_outage(), width=self.console.width()
+        )
 
     @contextlib.contextmanager
     def _signal_handlers(self) -> Iterator[None]:
@@ -392,6 +409,10 @@ class _Demo:
             for signum in installed:
                 loop.remove_signal_handler(signum)
 
+    def _reader_gone(self) -> None:
+        """Stop the load when stdout's reader has gone away: nobody watches any more."""
+        self.stop.set()
+
     def _on_signal(self) -> None:
         self._signals += 1
         if self._signals > 1:  # the second Ctrl-C: stop waiting for anything
@@ -402,21 +423,28 @@ class _Demo:
     # -- the end -------------------------------------------------------------------------------
 
     def report(self) -> None:
-        """Print the summary table and release the metrics server and the tracer."""
+        """Print the last progress line and the summary, and release the metrics and tracer.
+
+        The last progress line is drawn from the same counts and the same elapsed time as the
+        summary under it: the ticker's latest line can be up to a second (and the calls that
+        finished during the final wait) behind.
+        """
+        elapsed = self.elapsed()
+        if self.transport is not None:
+            self.console.status(self._progress(elapsed))
         self.console.finish()
         retrier = self.transport.retrier if self.transport is not None else None
-        print(
+        self.console.line(
             summary(
                 self.stats,
-                elapsed=self.elapsed(),
+                elapsed=elapsed,
                 upstream=self.upstream,
                 retrier=retrier,
                 metrics_url=self.metrics_url,
                 skipped=self.skipped,
                 started=self.started,
                 load_time=None if self.load_ended is None else self.load_ended - self.started,
-            ),
-            flush=True,
+            )
         )
         tracing = getattr(self, "tracing", None)
         if tracing is not None:

@@ -16,8 +16,9 @@ from .._core.events import (
     RetryDenied,
     RetryScheduled,
 )
+from .._core.redact import redact_url
 from ..instrumentation import Instrument
-from ._common import human_duration, percent
+from ._common import human_duration, percent, silence
 
 if TYPE_CHECKING:
     from .._core.retrier import Retrier
@@ -38,6 +39,9 @@ _OUTCOME_ORDER = (
 )
 _LATENCIES_KEPT = 100_000  # --forever runs keep the latest calls only
 _TRACES_PER_SECOND = 2
+# The progress line's details, most useful first: on a narrow terminal each gets the richest
+# form that still fits once the ones before it have theirs (see `progress_line`).
+_DETAILS = ("others", "attempts", "budget", "success", "upstream")
 
 
 class DemoStats(Instrument):
@@ -97,15 +101,14 @@ class DemoStats(Instrument):
             self._on_transition(event)
 
     @property
-    def amplification(self) -> float:
-        """Attempts per call (1.0 before the first call)."""
-        return self.attempts / self.calls if self.calls else 1.0
+    def amplification(self) -> float | None:
+        """Attempts per admitted call, or ``None`` before the first admitted call finishes.
 
-    @property
-    def amplification_admitted(self) -> float:
-        """Attempts per call that made at least one attempt (not rejected by the breaker)."""
+        Calls the breaker rejected made no attempt: they are counted apart (DESIGN §6, as the
+        dashboards do) rather than diluting the ratio below 1x during an outage.
+        """
         admitted = self.calls - self.rejected
-        return self.attempts / admitted if admitted else 1.0
+        return self.attempts / admitted if admitted else None
 
 
 class Console:
@@ -115,42 +118,67 @@ class Console:
     stdout is a pipe or a file every progress update is a plain line. Every write is flushed,
     so a reader of the pipe sees the metrics URL at once.
 
+    When the reader goes away (``retrymw demo | head``), the first write that fails with
+    ``EPIPE`` points the stream's file descriptor at ``os.devnull`` (the idiom of the Python
+    documentation's note on SIGPIPE, so that neither a later write nor the interpreter's final
+    flush raises again), marks the console `closed` and calls ``on_closed`` once: the demo then
+    stops, since nobody is watching.
+
     Args:
         stream: where to write.
         tty: whether ``stream`` is a terminal.
         traces: ``"interesting"`` (retried or failed calls, at most 2 a second), ``"all"`` or
             ``"none"``.
+        on_closed: called once when the reader of ``stream`` has gone away.
     """
 
-    def __init__(self, stream: TextIO, *, tty: bool, traces: str = "interesting") -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        tty: bool,
+        traces: str = "interesting",
+        on_closed: Callable[[], None] | None = None,
+    ) -> None:
         self.stream = stream
         self.tty = tty
         self.traces = traces
+        self.closed = False
         self.suppressed = 0
         self.printed = 0
+        self._on_closed = on_closed
         self._status = ""
         self._second = -1
         self._in_second = 0
 
+    def width(self) -> int | None:
+        """Columns the progress line may use on a terminal (one less than it has), else ``None``.
+
+        Read at every redraw, so that a resized terminal gets a line that fits it.
+        """
+        return shutil.get_terminal_size().columns - 1 if self.tty else None
+
     def line(self, text: str) -> None:
         """Print ``text`` on its own line (above the progress line on a terminal)."""
         if self.tty and self._status:
-            self.stream.write(f"\r\x1b[2K{text}\n{self._status}")
+            self._write(f"\r\x1b[2K{text}\n{self._status}")
         else:
-            self.stream.write(f"{text}\n")
-        self.stream.flush()
+            self._write(f"{text}\n")
 
     def status(self, text: str) -> None:
-        """Show the progress line, cut to the terminal's width (a wrapped one cannot be redrawn)."""
-        if self.tty:
-            width = shutil.get_terminal_size().columns - 1
+        """Show the progress line, cut to the terminal's width (a wrapped one cannot be redrawn).
+
+        `progress_line` fits its line to `width` by leaving details out; the cut here is the
+        last resort for a terminal too narrow even for the essentials.
+        """
+        width = self.width()
+        if width is not None:
             if len(text) > width:
                 text = text[: max(0, width - 1)] + "…"
             self._status = text
-            self.stream.write(f"\r\x1b[2K{text}")
+            self._write(f"\r\x1b[2K{text}")
         else:
-            self.stream.write(f"{text}\n")
-        self.stream.flush()
+            self._write(f"{text}\n")
 
     def trace(self, trace: CallTrace, elapsed: float) -> None:
         """Print a call's trace line if the ``traces`` setting wants it."""
@@ -174,9 +202,22 @@ class Console:
     def finish(self) -> None:
         """End the progress line so that what follows starts on a fresh line."""
         if self.tty and self._status:
-            self.stream.write("\n")
             self._status = ""
-        self.stream.flush()
+            self._write("\n")
+        else:
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            self.closed = True
+            silence(self.stream)
+            if self._on_closed is not None:
+                self._on_closed()
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -189,14 +230,22 @@ def percentile(values: list[float], share: float) -> float:
 
 def _outcomes(stats: DemoStats, *, with_share: bool) -> str:
     shown = []
-    for outcome in (*_OUTCOME_ORDER, *sorted(set(stats.outcomes) - set(_OUTCOME_ORDER))):
-        count = stats.outcomes.get(outcome, 0)
-        if count or outcome == "success":
-            text = f"{outcome} {count:,}"
-            if with_share and stats.calls:
-                text += f" ({percent(count / stats.calls)})"
-            shown.append(text)
+    for outcome, count in _outcome_counts(stats):
+        text = f"{outcome} {count:,}"
+        if with_share and stats.calls:
+            text += f" ({percent(count / stats.calls)})"
+        shown.append(text)
     return " · ".join(shown)
+
+
+def _outcome_counts(stats: DemoStats) -> list[tuple[str, int]]:
+    """The outcomes seen, in the usual order, with ``success`` always first."""
+    order = (*_OUTCOME_ORDER, *sorted(set(stats.outcomes) - set(_OUTCOME_ORDER)))
+    return [
+        (outcome, stats.outcomes.get(outcome, 0))
+        for outcome in order
+        if stats.outcomes.get(outcome, 0) or outcome == "success"
+    ]
 
 
 def _breaker_state(retrier: Retrier | None) -> str:
@@ -207,25 +256,77 @@ def _breaker_state(retrier: Retrier | None) -> str:
     return "/".join(sorted(states)) or "closed"
 
 
-def progress_line(elapsed: float, stats: DemoStats, retrier: Retrier | None, outage: bool) -> str:
-    """One line: time, upstream, breaker, budget, calls, attempts, amplification, outcomes.
+def progress_line(
+    elapsed: float,
+    stats: DemoStats,
+    retrier: Retrier | None,
+    outage: bool,
+    *,
+    width: int | None = None,
+) -> str:
+    """One line: time, calls, attempts and amplification, outcomes, breaker, budget, upstream.
 
-    The longest part comes last, so that a terminal too narrow for the line loses the least.
+    The essentials (time, calls, amplification, the success share and the breaker's state)
+    fit in 79 columns for runs of up to 999,999 calls and 9,999 seconds. The details (the
+    other outcomes, the attempt count, the budget, the success count, the upstream's state)
+    are then added in that order of usefulness, each in the richest form that still fits
+    ``width``: a line cut at the terminal's edge used to lose the amplification and the
+    outcomes, the very things the demo is about.
+
+    Args:
+        elapsed: seconds since the load started.
+        stats: what the calls did.
+        retrier: the transport's retrier, for its breaker and budget.
+        outage: whether the upstream is in an outage window.
+        width: the columns available, or ``None`` for every detail (a pipe or a file).
+
+    Returns:
+        The line; only the essentials if even they do not fit.
     """
-    parts = [
-        f"[{elapsed:6.1f}s] upstream {'DOWN' if outage else 'up'}",
-        f"breaker {_breaker_state(retrier)}",
-    ]
+    # Each part's forms, the richest first; the last is the essential one ("" for a detail).
+    parts: dict[str, list[str]] = {"time": [f"[{elapsed:6.1f}s]"]}
+    amplification = stats.amplification
+    if not stats.calls:  # no call has finished: no ratio or share to speak of
+        parts["calls"] = ["no calls finished yet"]
+        parts["attempts"] = [f"attempts {stats.attempts:,}" if stats.attempts else ""]
+    else:
+        successes = stats.outcomes["success"]
+        failed = stats.calls - successes
+        others = " · ".join(f"{name} {count:,}" for name, count in _outcome_counts(stats)[1:])
+        share = percent(successes / stats.calls)
+        parts["calls"] = [f"calls {stats.calls:,}"]
+        parts["attempts"] = (
+            [f"attempts {stats.attempts:,}"]  # every call was rejected: no ratio to show
+            if amplification is None
+            else [
+                f"attempts {stats.attempts:,} ({amplification:.2f}x)",
+                f"{amplification:.2f}x attempts",
+            ]
+        )
+        parts["success"] = [f"success {successes:,} ({share})", f"success {share}"]
+        parts["others"] = [others, f"{failed:,} failed", ""] if failed else [""]
+    parts["breaker"] = [f"breaker {_breaker_state(retrier)}"]
     budget = retrier.budget if retrier is not None else None
     if budget is not None:
         snapshot = budget.statistics()
-        parts.append(f"budget {snapshot.available:.0f}/{snapshot.capacity:.0f}")
-    parts += [
-        f"calls {stats.calls:,}",
-        f"attempts {stats.attempts:,} ({stats.amplification:.2f}x)",
-        _outcomes(stats, with_share=False),
-    ]
-    return " · ".join(parts)
+        parts["budget"] = [f"budget {snapshot.available:.0f}/{snapshot.capacity:.0f}", ""]
+    parts["upstream"] = [f"upstream {'DOWN' if outage else 'up'}", ""]
+
+    chosen = {name: forms[0 if width is None else -1] for name, forms in parts.items()}
+
+    def render() -> str:
+        shown = [text for text in chosen.values() if text]
+        return f"{shown[0]} " + " · ".join(shown[1:])
+
+    if width is not None:
+        for name in _DETAILS:
+            essential = chosen.get(name)
+            for form in parts.get(name, [])[:-1]:
+                chosen[name] = form
+                if len(render()) <= width:
+                    break
+                chosen[name] = essential if essential is not None else ""
+    return render()
 
 
 def summary(
@@ -263,12 +364,16 @@ def summary(
     statuses = " · ".join(
         f"{status}: {count:,}" for status, count in sorted(upstream.statuses.items())
     )
-    amplification = f"{stats.amplification:.2f}x attempts per call"
-    if stats.rejected:
-        amplification += (
-            f" ({stats.amplification_admitted:.2f}x for the {stats.calls - stats.rejected:,} "
-            "calls the breaker let through)"
+    ratio = stats.amplification
+    if ratio is None:  # "1.00x" would claim attempts that were never made
+        amplification = "none: the breaker let no call through" if stats.calls else "none: no calls"
+    elif stats.rejected:
+        amplification = (
+            f"{ratio:.2f}x attempts per call the breaker let through "
+            f"({stats.rejected:,} rejected calls made no attempt)"
         )
+    else:
+        amplification = f"{ratio:.2f}x attempts per call"
     rows: list[tuple[str, str]] = [
         (
             "calls",
@@ -276,7 +381,7 @@ def summary(
         ),
         ("attempts", f"{stats.attempts:,} ({stats.retries:,} retries)"),
         ("amplification", amplification),
-        ("outcomes", _outcomes(stats, with_share=True)),
+        ("outcomes", _outcomes(stats, with_share=True) if stats.calls else "none"),
         ("rescued", f"{stats.rescued:,} calls failed at first and succeeded on a retry"),
         ("retries denied", denied or "none"),
         ("breaker", transitions or "no transitions"),
@@ -285,7 +390,9 @@ def summary(
             " · ".join(
                 f"p{round(share * 100)} {human_duration(percentile(latencies, share))}"
                 for share in (0.5, 0.95, 0.99)
-            ),
+            )
+            if latencies
+            else "none",
         ),
         (
             "upstream",
@@ -293,9 +400,10 @@ def summary(
         ),
     ]
     if metrics_url is not None:
-        rows.append(("metrics", f"{metrics_url} (served while the demo ran)"))
+        rows.append(("metrics", f"{redact_url(metrics_url)} (served while the demo ran)"))
     width = max(len(key) for key, _ in rows)
-    title = f"retrymw demo: {human_duration(elapsed)} against {upstream.url or 'the upstream'}"
+    against = redact_url(upstream.url) if upstream.url else "the upstream"
+    title = f"retrymw demo: {human_duration(elapsed)} against {against}"
     lines = ["", title, "─" * len(title)]
     lines += [f"{key.ljust(width)}  {value}" for key, value in rows]
     return "\n".join(lines)

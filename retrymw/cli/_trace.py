@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
+from .._core.redact import redact_url
 from ..instrumentation import _names as names
 from ._common import human_duration
 
@@ -175,7 +176,9 @@ def setup_tracing(
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             provider.add_span_processor(BatchSpanProcessor(exporter))
-            return Tracing(provider, f"exported by OTLP ({protocol}) to {endpoint}", None, False)
+            # The endpoint may carry credentials (user:password@, ?token=): never print them.
+            shown = redact_url(endpoint)
+            return Tracing(provider, f"exported by OTLP ({protocol}) to {shown}", None, False)
         notice = (
             f"OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp is not "
             f"installed: {_OTLP_HINT}; printing traces here instead"
