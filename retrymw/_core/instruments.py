@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -17,6 +18,7 @@ from .events import (
     RetryDenied,
     RetryScheduled,
 )
+from .redact import redact_text, safe_repr
 
 __all__ = ["Dispatch", "Instrument", "Scopes"]
 
@@ -91,12 +93,21 @@ class _Guard:
         self.enabled = True
 
     def fail(self, hook: str) -> None:
+        """Disable the instrument and log why, once (called inside the ``except`` block)."""
         self.enabled = False
-        logger.exception(
-            "retrymw: instrument %r raised in %s and has been disabled; "
-            "the call's result is unaffected",
-            self.instrument,
+        # The traceback is formatted and redacted here rather than by `logger.exception`: it
+        # chains to the user's exception (an instrument fails while handling it), whose message
+        # may carry a URL with credentials.
+        try:
+            details = redact_text(traceback.format_exc())
+        except Exception:  # pragma: no cover - format_exc survives hostile exceptions
+            details = ""
+        logger.error(
+            "retrymw: instrument %s raised in %s and has been disabled; "
+            "the call's result is unaffected\n%s",
+            safe_repr(self.instrument),
             hook,
+            details.rstrip(),
         )
 
 

@@ -3,6 +3,11 @@
 A matcher receives a frozen `Outcome` and answers "is this worth retrying?". Matchers compose
 with ``|`` (any), ``&`` (all) and ``~`` (not). Only `Exception` subclasses ever reach a matcher:
 cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate before any matching happens.
+
+Without ``retry_on`` a policy retries any `Exception` except retrymw's own errors and the
+programming errors retrying cannot fix (`PROGRAMMING_ERRORS`: ``NameError``, ``TypeError``,
+``AttributeError``...); a matcher that names one of them, such as ``retry_on=[TypeError]``,
+retries it.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Union
 
-from .errors import ConfigError
+from .errors import ConfigError, RetrymwError
 from .events import Outcome
 
 __all__ = [
+    "PROGRAMMING_ERRORS",
     "Matcher",
     "MatcherSpec",
     "compile_matcher",
     "on_exception",
     "on_predicate",
     "on_status",
+    "retryable_by_default",
     "status_of",
 ]
 
@@ -149,18 +156,59 @@ def _flatten(matcher: Matcher, kind: str) -> list[Matcher]:
     return list(matcher._parts) if matcher._key[0] == kind else [matcher]
 
 
+#: Exceptions the implicit "any exception" (no ``retry_on``) does not retry: they say the code is
+#: wrong, and the same code raises them again on every attempt. ``NameError`` (with
+#: ``UnboundLocalError``), ``AttributeError``, ``TypeError``, ``SyntaxError`` (with
+#: ``IndentationError``), ``NotImplementedError`` and ``RecursionError`` are bugs in the code that
+#: runs; ``ImportError`` (with ``ModuleNotFoundError``) is a missing or broken module;
+#: ``AssertionError`` is a broken invariant. Left in on purpose: ``LookupError`` (``KeyError``,
+#: ``IndexError``), ``ValueError`` and ``ArithmeticError``, which often depend on data read from
+#: elsewhere (a record not yet replicated, a truncated payload) and can succeed on a later
+#: attempt, and ``OSError``/``RuntimeError``, the families of most transient failures.
+#: A ``retry_on`` that names one of them (``retry_on=[AssertionError]`` to poll with asserts)
+#: retries it: this list only shapes the default.
+PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
+    NameError,
+    AttributeError,
+    TypeError,
+    ImportError,
+    SyntaxError,
+    NotImplementedError,
+    RecursionError,
+    AssertionError,
+)
+
+# retrymw's own errors are left out too: an outer retrier must not retry what an inner one
+# already gave up on (RetryBudgetExhausted, CircuitOpenError, ConfigError).
+_NOT_RETRIED_BY_DEFAULT: tuple[type[Exception], ...] = (RetrymwError, *PROGRAMMING_ERRORS)
+
+
+def retryable_by_default(exception: BaseException | None) -> bool:
+    """Whether the implicit "any exception" rule (no ``retry_on``) retries ``exception``.
+
+    True for every `Exception` except retrymw's own errors and `PROGRAMMING_ERRORS`, which
+    retrying cannot fix; ``None`` (a returned value) is never retried.
+    """
+    return exception is not None and not isinstance(exception, _NOT_RETRIED_BY_DEFAULT)
+
+
 def status_of(value: object) -> int | None:
     """Return the HTTP status carried by a response or an exception, if any.
 
     Looks at ``status_code`` and ``status`` (ints), then at ``response.status_code`` (as on
-    ``httpx.HTTPStatusError``).
+    ``httpx.HTTPStatusError``). Never raises.
     """
-    for attribute in ("status_code", "status"):
-        status = getattr(value, attribute, None)
-        if isinstance(status, int) and not isinstance(status, bool):
-            return status
-    response = getattr(value, "response", None)
-    status = getattr(response, "status_code", None)
+    try:
+        for attribute in ("status_code", "status"):
+            status = getattr(value, attribute, None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                return status
+        response = getattr(value, "response", None)
+        status = getattr(response, "status_code", None)
+    except Exception:
+        # A property that raises (a lazy field, a hostile object) means "no status", never a
+        # failed call: the user's outcome stays the outcome.
+        return None
     if isinstance(status, int) and not isinstance(status, bool):
         return status
     return None
@@ -261,13 +309,19 @@ def _pattern(regex: Any, field: str) -> Matcher:
         raise ConfigError(
             f"{field}.pattern", regex, f"invalid regular expression ({error})", '"timed? out"'
         ) from None
-    return Matcher(
-        lambda outcome: (
-            outcome.exception is not None and compiled.search(str(outcome.exception)) is not None
-        ),
-        ("pattern", regex),
-        uses_results=False,
-    )
+
+    def test(outcome: Outcome) -> bool:
+        if outcome.exception is None:
+            return False
+        try:
+            text = str(outcome.exception)
+        except Exception:
+            # An exception whose __str__ raises has no message to search: no match, and the
+            # user's exception (not the __str__ error) stays the call's outcome.
+            return False
+        return compiled.search(text) is not None
+
+    return Matcher(test, ("pattern", regex), uses_results=False)
 
 
 def _compile_one(spec: Any, field: str) -> Matcher:
@@ -320,7 +374,8 @@ def _compile_one(spec: Any, field: str) -> Matcher:
 def compile_matcher(spec: Any, *, field: str = "retry_on") -> Matcher | None:
     """Compile a ``retry_on`` value into one `Matcher`; ``None`` or ``[]`` gives ``None``.
 
-    ``None`` means "any `Exception`" to the policy.
+    ``None`` means "any `Exception`" to the policy, except the errors retrying cannot fix
+    (see `retryable_by_default` and `PROGRAMMING_ERRORS`).
     """
     if spec is None:
         return None

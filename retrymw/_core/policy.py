@@ -17,9 +17,9 @@ from .backoff import (
     backoff_from_name,
 )
 from .durations import parse_duration
-from .errors import CircuitOpenError, ConfigError, RetrymwError
+from .errors import CircuitOpenError, ConfigError
 from .events import Outcome, RetryReason
-from .matchers import Matcher, compile_matcher
+from .matchers import Matcher, compile_matcher, retryable_by_default
 
 __all__ = ["Accept", "CallState", "GiveUp", "Retry", "RetryPolicy"]
 
@@ -43,7 +43,8 @@ class RetryPolicy:
         max_delay: hard cap on every sleep, jitter and server hints included.
         jitter: ``False``; ``True``/``"proportional"``; ``"full"``; ``"equal"``; ``"decorrelated"``.
         jitter_factor: width of proportional jitter, in ``[0, 1]``.
-        retry_on: matchers (see `Matcher`); empty means any `Exception`.
+        retry_on: matchers (see `Matcher`); empty means any `Exception` but the programming
+            errors retrying cannot fix (``NameError``, ``TypeError``, ``AttributeError``...).
         retry_budget: cap on the cumulative backoff delay of one call.
         timeout: per-attempt timeout (async attempts are cancelled when it expires).
         deadline: whole-call time; no retry is scheduled that would start past it.
@@ -176,11 +177,12 @@ class RetryPolicy:
 
         A breaker's `CircuitOpenError` is never retryable, and the implicit "any exception"
         (no ``retry_on``) leaves out retrymw's own errors, so that an outer retrier does not
-        retry what an inner one already gave up on.
+        retry what an inner one already gave up on, and the programming errors retrying cannot
+        fix (``NameError``, ``TypeError``...: see `retryable_by_default`).
         """
         exception = outcome.exception
         if self.retry_on is None:
-            return exception is not None and not isinstance(exception, RetrymwError)
+            return retryable_by_default(exception)
         if isinstance(exception, CircuitOpenError):
             return False
         return self.retry_on(outcome)

@@ -25,6 +25,7 @@ from .events import (
 from .instruments import NO_SCOPES, Dispatch
 from .matchers import status_of
 from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
+from .redact import safe_repr
 
 if TYPE_CHECKING:
     from random import Random
@@ -320,7 +321,7 @@ class CallRun:
             exhausted = RetryBudgetExhausted(
                 f"Retry budget exhausted: {policy.retry_budget:g}s of backoff allowed, "
                 f"{self.state.delay_so_far:g}s used after {self.state.attempt} attempt(s); "
-                f"last error: {error!r}",
+                f"last error: {safe_repr(error)}",
                 attempts=self.state.attempt,
                 delay_so_far=self.state.delay_so_far,
             )
@@ -331,7 +332,11 @@ class CallRun:
             # retrymw note, the latest, instead of one per call.
             notes = getattr(error, "__notes__", None)
             if isinstance(notes, list):
-                notes[:] = [note for note in notes if not str(note).startswith(_NOTE_PREFIX)]
+                notes[:] = [
+                    note
+                    for note in notes
+                    if not (isinstance(note, str) and note.startswith(_NOTE_PREFIX))
+                ]
             add_note(
                 error,
                 f"{_NOTE_PREFIX}{self.state.attempt} of {policy.attempts} "

@@ -6,6 +6,7 @@ import logging
 
 from .._core.events import BreakerStateChanged, RetryDenied, RetryScheduled
 from .._core.instruments import Instrument
+from .._core.redact import redact_text, safe_str
 
 __all__ = ["LoggingInstrument"]
 
@@ -89,7 +90,9 @@ def _describe(error_type: str, exception: BaseException | None) -> str:
     if exception is None:
         return f"status {error_type}" if error_type.isdigit() else error_type
     # One line per retry: multi-line messages (httpx's status errors) keep their first line.
-    text = str(exception).strip().split("\n", 1)[0]
+    # The message is redacted (httpx's carries the URL, credentials and query included) and
+    # computed safely: an exception whose __str__ raises must not disable this instrument.
+    text = redact_text(safe_str(exception).strip().split("\n", 1)[0])
     if len(text) > _MAX_MESSAGE:
         text = text[: _MAX_MESSAGE - 1] + "…"
     return f"{error_type}: {text}" if text else error_type

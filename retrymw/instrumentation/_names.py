@@ -98,6 +98,12 @@ ATTR_URL_FULL = "url.full"
 ATTR_HTTP_STATUS_CODE = "http.response.status_code"
 ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
 
+# Exception events (semconv), written by retrymw itself so that message and stack trace are
+# redacted and a failing ``__str__`` cannot break them.
+ATTR_EXCEPTION_TYPE = "exception.type"
+ATTR_EXCEPTION_MESSAGE = "exception.message"
+ATTR_EXCEPTION_STACKTRACE = "exception.stacktrace"
+
 #: Prometheus label name → the OTel attribute key that translates to it.
 ATTRIBUTE_OF_LABEL: dict[str, str] = {
     LABEL_POLICY: ATTR_POLICY,
@@ -125,6 +131,9 @@ SPAN_BACKOFF = "retrymw.backoff"
 EVENT_RETRY_DENIED = "retrymw.retry.denied"
 #: On the current call span, if any: a breaker transition (circuit, previous state, state).
 EVENT_CIRCUIT_STATE_CHANGE = "retrymw.circuit.state_change"
+#: On an attempt span whose attempt raised (semconv): ``exception.type``, ``.message`` (redacted)
+#: and ``.stacktrace`` (redacted).
+EVENT_EXCEPTION = "exception"
 
 # -- metrics --------------------------------------------------------------------------------------
 

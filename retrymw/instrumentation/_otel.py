@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+import traceback
 from contextvars import ContextVar, Token
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -32,7 +33,7 @@ from .._core.events import (
     RetryScheduled,
 )
 from .._core.instruments import Instrument
-from .._core.redact import redact_url
+from .._core.redact import exception_text, redact_text, redact_url
 from . import _names as names
 
 __all__ = ["OpenTelemetryInstrument"]
@@ -121,10 +122,43 @@ def _end(span: Span, error: BaseException | None) -> None:
     # Cancellation (any BaseException that is not an Exception) leaves the status unset, as the
     # semantic conventions ask; an Exception reaching here escaped the engine itself.
     if isinstance(error, Exception) and span.is_recording():
-        span.record_exception(error)
+        _record_exception(span, error)
         span.set_attribute(names.ATTR_ERROR_TYPE, type(error).__qualname__)
         span.set_status(_ERROR)
     span.end()
+
+
+def _record_exception(span: Span, error: BaseException) -> None:
+    """``span.record_exception(error)``, with its message and stack trace redacted.
+
+    The SDK's own version writes ``str(error)`` and the formatted traceback as they are: for
+    httpx's status errors that is the URL with its credentials and query, and an exception whose
+    ``__str__`` raises would make it raise (and disable this instrument). The attributes are the
+    semantic conventions' ``exception.*``.
+    """
+    try:
+        kind = type(error)
+        module = kind.__module__
+        name = (
+            f"{module}.{kind.__qualname__}"
+            if module and module != "builtins"
+            else kind.__qualname__
+        )
+    except Exception:  # a hostile metaclass: the event still goes out
+        name = "Exception"
+    try:
+        # The traceback module formats a failing __str__ as "<exception str() failed>".
+        stacktrace = "".join(traceback.format_exception(error))
+    except Exception:
+        stacktrace = ""
+    span.add_event(
+        names.EVENT_EXCEPTION,
+        {
+            names.ATTR_EXCEPTION_TYPE: name,
+            names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
+            names.ATTR_EXCEPTION_STACKTRACE: redact_text(stacktrace),
+        },
+    )
 
 
 class OpenTelemetryInstrument(Instrument):
@@ -323,7 +357,7 @@ class OpenTelemetryInstrument(Instrument):
         else:
             error_type = None if event.attempt_outcome == "success" else event.error_type
         if isinstance(event.exception, Exception):
-            span.record_exception(event.exception)
+            _record_exception(span, event.exception)
         if error_type is not None:
             span.set_attribute(names.ATTR_ERROR_TYPE, error_type)
             span.set_status(_ERROR)

@@ -137,28 +137,77 @@ def test_idempotent_methods(method: str, expected: bool) -> None:
     [
         pytest.param(
             "https://user:secret@example.com:8443/a/b?token=x#top",
-            "https://example.com:8443/a/b",
+            "https://REDACTED:REDACTED@example.com:8443/a/b?token=REDACTED#top",
             id="everything",
         ),
         pytest.param("http://example.com", "http://example.com", id="bare-host"),
-        pytest.param("http://example.com/?", "http://example.com/", id="empty-query"),
-        pytest.param("http://example.com?sig=1", "http://example.com", id="query-no-path"),
-        pytest.param("http://a@b@example.com/p", "http://example.com/p", id="at-in-userinfo"),
-        pytest.param("http://u:p@[::1]:8080/p?q", "http://[::1]:8080/p", id="ipv6"),
+        pytest.param("http://example.com/?", "http://example.com/?", id="empty-query"),
+        pytest.param(
+            "http://example.com?sig=1", "http://example.com?sig=REDACTED", id="query-no-path"
+        ),
+        pytest.param(
+            "http://a@b@example.com/p",
+            "http://REDACTED:REDACTED@example.com/p",
+            id="at-in-userinfo",
+        ),
+        pytest.param(
+            "http://user@example.com/", "http://REDACTED:REDACTED@example.com/", id="user"
+        ),
+        pytest.param(
+            "http://u:p@[::1]:8080/p?q", "http://REDACTED:REDACTED@[::1]:8080/p?q", id="ipv6"
+        ),
         pytest.param("http://example.com/a@b", "http://example.com/a@b", id="at-in-path"),
-        pytest.param("/relative?x=1", "/relative", id="relative"),
+        pytest.param(
+            "https://s3.test/o?AWSAccessKeyId=A&Signature=S&Expires=9&X-Goog-Signature=G",
+            "https://s3.test/o?AWSAccessKeyId=REDACTED&Signature=REDACTED&Expires=9"
+            "&X-Goog-Signature=REDACTED",
+            id="otel-keys-keep-the-rest",
+        ),
+        pytest.param(
+            "https://h/p?API_KEY=1&apikey=2&key=3&password=4&secret=5&code=6&auth=7&access_token=8",
+            "https://h/p?API_KEY=REDACTED&apikey=REDACTED&key=REDACTED&password=REDACTED"
+            "&secret=REDACTED&code=REDACTED&auth=REDACTED&access_token=REDACTED",
+            id="common-token-names-any-case",
+        ),
+        pytest.param(
+            "https://h/p?my_refresh_token=1&db-password=2&X-Auth=3&private_key=4&page=5",
+            "https://h/p?my_refresh_token=REDACTED&db-password=REDACTED&X-Auth=REDACTED"
+            "&private_key=REDACTED&page=5",
+            id="keys-containing-a-credential-name",
+        ),
+        pytest.param("https://h/p?to%6Ben=1", "https://h/p?to%6Ben=REDACTED", id="encoded-key"),
+        pytest.param("https://h/p?token=&flag", "https://h/p?token=&flag", id="no-value"),
+        pytest.param(
+            "https://h/cb#access_token=t&state=s",
+            "https://h/cb#access_token=REDACTED&state=s",
+            id="fragment",
+        ),
+        pytest.param("/relative?x=1&token=2", "/relative?x=1&token=REDACTED", id="relative"),
         pytest.param("", "", id="empty"),
     ],
 )
 def test_redact_url(url: str, expected: str) -> None:
-    """Userinfo, query and fragment are removed; scheme, host, port and path are kept."""
+    """Userinfo and sensitive query values are REDACTED (OTel); everything else stays readable."""
     assert redact_url(url) == expected
 
 
 @given(st.text(max_size=80))
-def test_redact_url_never_raises_and_drops_queries(url: str) -> None:
-    """Any text redacts without raising and never keeps a query string."""
-    assert "?" not in redact_url(url)
+def test_redact_url_never_raises(url: str) -> None:
+    """Any text redacts without raising."""
+    assert isinstance(redact_url(url), str)
+
+
+@given(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._~!$'()*+,;:", min_size=8, max_size=40),
+    st.sampled_from(["token", "Signature", "api_key", "password", "sig", "code"]),
+)
+def test_redact_url_never_keeps_a_secret(secret: str, key: str) -> None:
+    """A password in the userinfo or a sensitive query value never survives redaction."""
+    url = f"https://alice:{secret}@host.test:8443/path?page=2&{key}={secret}"
+    redacted = redact_url(url)
+    assert secret not in redacted
+    assert "page=2" in redacted
+    assert redacted.startswith("https://REDACTED:REDACTED@host.test:8443/path?")
 
 
 @pytest.mark.parametrize(
