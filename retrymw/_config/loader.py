@@ -32,19 +32,19 @@ from .._core.backoff import (
     FixedBackoff,
     LinearBackoff,
 )
-from .._core.durations import parse_duration
+from .._core.durations import MAX_DURATION, parse_duration
 from .._core.errors import ConfigError
 from .._core.matchers import Matcher, compile_matcher
 from .._core.policy import RetryPolicy
 from .dump import _BACKOFF, _MATCHER, to_mapping
-from .files import _read
+from .files import MAX_ALIAS_NODES, _read
 
 if TYPE_CHECKING:
     from .._core.retrier import Retrier
     from .._protect.breaker import CircuitBreaker
     from .._protect.budget import RetryBudget
 
-__all__ = ["RetryConfig", "load_config", "to_mapping"]
+__all__ = ["MAX_ALIAS_NODES", "MAX_DURATION", "RetryConfig", "load_config", "to_mapping"]
 
 _T = TypeVar("_T")
 
@@ -68,6 +68,15 @@ _COMPONENT_DURATIONS = {
     "budgets": ("window",),
 }
 _DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
+# Config integers stay in the signed 64-bit range, TOML's own: every count, status and option
+# fits, and a 5 000-digit integer is refused before anything converts or prints it.
+_INT_LIMIT = 2**63 - 1
+_SHORTEST = 1e-9  # a non-zero duration below 1ns, the finest unit, is a typo (or an attack)
+# The seeds' on_failure words that mean one of ours (DESIGN §7).
+_ON_FAILURE_WORDS = {"stop": "raise"}
+# Every spelling of the two fields whose conflict RetryPolicy reports (initial > max_delay).
+_COUNTS = ("attempts", "max_attempts", "retry")
+_INITIALS = ("initial_delay", "delay")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,8 +173,11 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
         The validated configuration.
 
     Raises:
-        ConfigError: the file type is unknown, the file does not parse, or a value is invalid;
-            the message names the field path, the bad value and an accepted example.
+        ConfigError: ``source`` is neither a path nor a mapping, the file type is unknown, the
+            file does not parse (also: a key written twice, aliases expanding past
+            `MAX_ALIAS_NODES`), or a value is invalid (also: an integer outside the 64-bit
+            range, a duration longer than `MAX_DURATION` or shorter than 1ns but not 0); the
+            message names the field path, the bad value and an accepted example.
         ImportError: a YAML file was given and PyYAML is not installed.
 
     Warns:
@@ -173,10 +185,14 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
 
     .. versionadded:: 0.1
     """
+    if not isinstance(source, (Mapping, str, os.PathLike)):
+        problem = "must be the path of a .yaml or .toml file, or a mapping shaped like one"
+        raise ConfigError("config", source, problem, 'load_config("retry.yaml")')
     where = "config" if isinstance(source, Mapping) else os.fspath(source)
     data = source if isinstance(source, Mapping) else _read(Path(source))
     if not isinstance(data, Mapping):
         raise ConfigError(where, data, "the top level must be a mapping", "retry_defaults: {}")
+    _check_integers(data, "")
     top = _mapping(data, where, "retry_defaults: {attempts: 3}")
     keys = set(top)
     if "retry_config" in keys:
@@ -247,7 +263,38 @@ def _duration(value: Any, path: str) -> float:
         raise ConfigError(path, value, "a bare number has no unit", _DURATION)
     if not isinstance(value, (str, dict, timedelta)):
         raise ConfigError(path, value, "not a duration", _DURATION)
-    return parse_duration(value, field=path)
+    seconds = parse_duration(value, field=path)
+    if 0.0 < seconds < _SHORTEST:
+        raise ConfigError(
+            path, value, "is shorter than 1ns, the finest unit (0s is allowed)", "1ms"
+        )
+    return seconds
+
+
+def _check_integers(data: Any, path: str) -> None:
+    """Refuse an integer outside the 64-bit range anywhere in ``data``, naming its path.
+
+    Each container is visited once, so shared or even cyclic data from Python code costs no
+    more than its size (YAML aliases are bounded before this, by the file reader).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [(path, data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not -_INT_LIMIT <= value <= _INT_LIMIT:
+                digits = int(value.bit_length() * 0.30103) + 1  # str() refuses > 4 300 digits
+                problem = f"an integer of about {digits} digits is out of range (64-bit at most)"
+                raise ConfigError(where or "config", value, problem, "3")
+        elif isinstance(value, (Mapping, list)) and id(value) not in seen:
+            seen.add(id(value))
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    if not isinstance(key, str):  # keys must be strings: _mapping says so later
+                        stack.append((where, key))
+                    stack.append((_join(where, key if isinstance(key, str) else "?"), item))
+            else:
+                stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _policy_fields(
@@ -259,10 +306,14 @@ def _policy_fields(
         if key not in _FIELDS:
             problem = f"unknown policy field, known: {', '.join(_FIELDS)}"
             raise ConfigError(_join(path, key), value, problem, "attempts: 3")
+    if isinstance(given.get("retry"), Mapping):
+        return _step_fields(given, path, notes, inherited=inherited)
     # RetryPolicy validates these itself; _build prefixes its errors with the path.
     kwargs = {key: given[key] for key in _CHECKED_BY_POLICY if key in given}
-    counts = [key for key in ("attempts", "max_attempts", "retry") if key in given]
-    delays = [key for key in ("initial_delay", "delay") if key in given]
+    if isinstance(kwargs.get("on_failure"), str):
+        kwargs["on_failure"] = _ON_FAILURE_WORDS.get(kwargs["on_failure"], kwargs["on_failure"])
+    counts = [key for key in _COUNTS if key in given]
+    delays = [key for key in _INITIALS if key in given]
     for group in (counts, delays):
         if len(group) > 1:
             problem = f"conflicts with {group[0]}; give only one of {', '.join(group)}"
@@ -270,7 +321,8 @@ def _policy_fields(
     for key in counts:
         count, low = given[key], 0 if key == "retry" else 1
         if isinstance(count, bool) or not isinstance(count, int) or count < low:
-            raise ConfigError(_join(path, key), count, f"must be an integer >= {low}", "3")
+            example = "3, or a per-step mapping {max_attempts: 3}" if key == "retry" else "3"
+            raise ConfigError(_join(path, key), count, f"must be an integer >= {low}", example)
         kwargs["attempts"] = count + 1 if key == "retry" else count
     for key in delays:
         kwargs["initial_delay"] = _duration(given[key], _join(path, key))
@@ -279,15 +331,21 @@ def _policy_fields(
     for key in ("retry_budget", "timeout", "deadline"):
         if key in given:  # null turns an optional limit off, also over the defaults
             kwargs[key] = None if given[key] is None else _duration(given[key], _join(path, key))
+    initial_path = _join(path, delays[0]) if delays else None
     if "backoff" in given:
         kwargs["backoff"], initial = _backoff(given["backoff"], _join(path, "backoff"), delays)
         if initial is not None:
-            kwargs["initial_delay"] = initial
+            kwargs["initial_delay"], initial_path = initial
         elif "retry" in given and "initial_delay" not in {**inherited, **kwargs}:
             notes.append(
                 f"{_join(path, 'backoff')}: a backoff without a delay; the default initial "
                 "delay of 1s is used (add delay: 1s to say so)"
             )
+    elif "retry" in given and "backoff" not in inherited:
+        # The compact call options come from Constellation, whose RFC-006 says "fixed
+        # (default)": retry: 5, delay: 1s waits 1, 1, 1, 1, 1, not 1, 2, 4, 8, 16.
+        kwargs["backoff"] = FixedBackoff()
+    _check_delays(given, path, {**inherited, **kwargs}, initial_path)
     if given.get("on_failure") == "fallback":
         problem = "needs a fallback callable, which config cannot hold"
         raise ConfigError(_join(path, "on_failure"), "fallback", problem, '"raise" or "continue"')
@@ -296,8 +354,73 @@ def _policy_fields(
     return kwargs
 
 
-def _backoff(value: Any, path: str, delays: Sequence[str]) -> tuple[Backoff, float | None]:
-    """Return the strategy and the legacy initial delay given inside it, if any."""
+def _step_fields(
+    given: Mapping[str, Any], path: str, notes: list[str], *, inherited: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Fields of a policy written as a seed's per-step block: ``retry: {max_attempts: 3}``.
+
+    The mapping holds that policy's fields; fields beside it (``timeout: 5s``) apply too, but
+    one field may not be given both inside and beside it.
+    """
+    step_path = _join(path, "retry")
+    step = _mapping(given["retry"], step_path, "{max_attempts: 3, backoff: exponential}")
+    outside = {key: value for key, value in given.items() if key != "retry"}
+    for key, value in step.items():
+        for other in _spellings(key):
+            if other in outside:
+                problem = f"is also given beside the retry block, as {other}; give it once"
+                raise ConfigError(_join(step_path, key), value, problem, f"{other} alone")
+    fields = _policy_fields(outside, path, notes, inherited=inherited)
+    return {**fields, **_policy_fields(step, step_path, notes, inherited={**inherited, **fields})}
+
+
+def _spellings(key: str) -> tuple[str, ...]:
+    for group in (_COUNTS, _INITIALS):
+        if key in group:
+            return group
+    return (key,)
+
+
+def _check_delays(
+    given: Mapping[str, Any], path: str, fields: Mapping[str, Any], initial_path: str | None
+) -> None:
+    """Report an initial delay above ``max_delay`` on the field the user wrote, as written.
+
+    `RetryPolicy` would name ``initial_delay`` even when the file sets only ``max_delay`` (and
+    inherits the 1s default), or spells the delay ``delay`` or ``backoff.exponential.initial``.
+    """
+    default = RetryPolicy()
+    initial = fields.get("initial_delay", default.initial_delay)
+    cap = fields.get("max_delay", default.max_delay)
+    if initial <= cap or isinstance(fields.get("backoff"), CustomBackoff):
+        return
+    where = "the default" if "initial_delay" not in fields else "inherited"
+    if initial_path is not None:
+        written = _written(given, initial_path[len(path) + 1 if path else 0 :])
+        problem = f"exceeds max_delay ({_seconds(cap)})"
+        raise ConfigError(initial_path, written, problem, f"at most {_seconds(cap)}")
+    if "max_delay" in given:
+        problem = f"is shorter than the initial delay ({_seconds(initial)}, {where})"
+        example = f"at least {_seconds(initial)}, or a shorter delay"
+        raise ConfigError(_join(path, "max_delay"), given["max_delay"], problem, example)
+
+
+def _written(given: Mapping[str, Any], relative: str) -> Any:
+    """The raw value at dotted ``relative`` path inside ``given``."""
+    value: Any = given
+    for key in relative.split("."):
+        value = value[key]
+    return value
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def _backoff(
+    value: Any, path: str, delays: Sequence[str]
+) -> tuple[Backoff, tuple[float, str] | None]:
+    """Return the strategy and the legacy initial delay given inside it (with its path)."""
     if isinstance(value, str):
         name, options = value, None
     elif isinstance(value, Mapping) and len(value) == 1:
@@ -315,12 +438,13 @@ def _backoff(value: Any, path: str, delays: Sequence[str]) -> tuple[Backoff, flo
             problem = f"unknown {name} option, known: {', '.join(_OPTIONS[name])}"
             raise ConfigError(f"{where}.{key}", option, problem, _BACKOFF)
     initial_key = "delay" if name == "fixed" else "initial"
-    initial = None
+    initial: tuple[float, str] | None = None
     if initial_key in given:
         if delays:
             problem = f"conflicts with {delays[0]}; give the initial delay once"
             raise ConfigError(f"{where}.{initial_key}", given[initial_key], problem, "1s")
-        initial = _duration(given[initial_key], f"{where}.{initial_key}")
+        initial_path = f"{where}.{initial_key}"
+        initial = _duration(given[initial_key], initial_path), initial_path
     if name == "linear":
         step = given.get("increment")
         increment = None if step is None else _duration(step, f"{where}.increment")
@@ -346,11 +470,15 @@ def _backoff(value: Any, path: str, delays: Sequence[str]) -> tuple[Backoff, flo
 
 def _retry_on(value: Any, path: str) -> Matcher | None:
     for index, entry in enumerate(value if isinstance(value, list) else [value]):
+        where = f"{path}[{index}]" if isinstance(value, list) else path
         # Config holds data only: exception classes and predicates belong in Python code.
         if not isinstance(entry, (str, int, dict, type(None))) or isinstance(entry, bool):
-            where = f"{path}[{index}]" if isinstance(value, list) else path
             problem = "must be a matcher name, a status, {pattern: ...} or {status: [...]}"
             raise ConfigError(where, entry, problem, _MATCHER)
+        if isinstance(entry, dict) and entry.get("status", 0) in ([], ()):
+            # An empty list would build a matcher that matches nothing: surely not meant.
+            problem = "lists no status, so it would never match"
+            raise ConfigError(f"{where}.status", entry["status"], problem, "[502, 503]")
     return compile_matcher(value, field=path)
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from datetime import timedelta
 from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["parse_duration"]
+__all__ = ["MAX_DURATION", "parse_duration"]
 
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 # Units must appear largest first and at most once: "1h30m", "2m30s", "1s500ms". "µs" is an
@@ -19,8 +18,15 @@ _UNIT_RANK = {"h": 0, "m": 1, "s": 2, "ms": 3, "us": 4, "µs": 4, "ns": 5}
 # ASCII digits only: ``\d`` would also accept digits of other scripts (Arabic-Indic, ...).
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
 _EXAMPLE = '"30s", "500ms", "2m30s" or "1h30m"'
-# Largest int that float() converts without OverflowError.
-_MAX_SECONDS = int(sys.float_info.max)
+
+#: The longest duration retrymw accepts: 365 days (``"8760h"``). Every sleep retrymw can ask
+#: for stays far inside what ``time.sleep`` (about 292 years before ``OverflowError``), asyncio,
+#: trio and ``threading`` (49 days on Windows is the narrowest, and retrymw does not wait on
+#: it) can take; ``max_delay: 3000000h`` used to load and then raise ``OverflowError`` at the
+#: first sleep, inside the user's call. A year is longer than any retry wait, deadline or
+#: breaker period a caller could mean.
+MAX_DURATION = 365 * 24 * 3600.0
+_TOO_LONG = "duration is longer than the maximum of 365 days (8760h)"
 
 
 def parse_duration(value: Any, *, field: str = "duration") -> float:
@@ -32,6 +38,9 @@ def parse_duration(value: Any, *, field: str = "duration") -> float:
     "nanos": 500_000_000}``. A bare numeric string (``"500"``) and words (``"1 second"``) are
     rejected because their unit is ambiguous.
 
+    A duration is at most `MAX_DURATION` (365 days): longer sleeps overflow the platform's
+    timers.
+
     Args:
         value: the duration to parse.
         field: the field path to name in the error message.
@@ -40,15 +49,16 @@ def parse_duration(value: Any, *, field: str = "duration") -> float:
         The duration in seconds.
 
     Raises:
-        ConfigError: the value is not a finite, non-negative duration in an accepted form.
+        ConfigError: the value is not a finite, non-negative duration in an accepted form, or
+            it is longer than `MAX_DURATION`.
 
     .. versionadded:: 0.1
     """
     if isinstance(value, bool):
         raise ConfigError(field, value, "a boolean is not a duration", _EXAMPLE)
-    if isinstance(value, int) and abs(value) > _MAX_SECONDS:
-        # float() of a huge int raises OverflowError; name it like any other bad duration.
-        raise ConfigError(field, value, "duration is too large", _EXAMPLE)
+    if isinstance(value, int) and value > MAX_DURATION:
+        # Checked before float(), which raises OverflowError for a huge int.
+        raise ConfigError(field, value, _TOO_LONG, _EXAMPLE)
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, timedelta):
@@ -63,6 +73,8 @@ def parse_duration(value: Any, *, field: str = "duration") -> float:
         raise ConfigError(field, value, "duration must be finite", _EXAMPLE)
     if seconds < 0:
         raise ConfigError(field, value, "duration must not be negative", _EXAMPLE)
+    if seconds > MAX_DURATION:
+        raise ConfigError(field, value, _TOO_LONG, _EXAMPLE)
     return seconds
 
 
@@ -104,8 +116,8 @@ def _parse_secs_nanos(mapping: dict[Any, Any], field: str) -> float:
     for part, number in (("secs", secs), ("nanos", nanos)):
         if isinstance(number, bool) or not isinstance(number, int) or number < 0:
             raise ConfigError(f"{field}.{part}", number, "must be a non-negative integer", example)
-    if secs > _MAX_SECONDS:
-        raise ConfigError(f"{field}.secs", secs, "duration is too large", example)
+    if secs > MAX_DURATION:
+        raise ConfigError(f"{field}.secs", secs, _TOO_LONG, example)
     if nanos >= 1_000_000_000:
         raise ConfigError(f"{field}.nanos", nanos, "must be below 1_000_000_000", example)
     return float(secs) + float(nanos) / 1e9

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrymw._core.durations import parse_duration
+from retrymw._core.durations import MAX_DURATION, parse_duration
 from retrymw._core.errors import ConfigError
 
 
@@ -71,12 +71,17 @@ def test_accepted_forms(value: Any, seconds: float) -> None:
         pytest.param(True, "duration", "a boolean is not a duration", id="boolean"),
         pytest.param([1, 2], "duration", "unsupported duration type", id="list"),
         pytest.param(None, "duration", "unsupported duration type", id="none"),
-        pytest.param(10**400, "duration", "too large", id="huge-int"),
+        pytest.param(10**400, "duration", "longer than the maximum", id="huge-int"),
+        pytest.param(10**5000, "duration", "longer than the maximum", id="5000-digit-int"),
+        pytest.param("3000000h", "duration", "longer than the maximum", id="3000000h"),
+        pytest.param(MAX_DURATION + 1, "duration", "longer than the maximum", id="just-too-long"),
+        pytest.param(timedelta(days=366), "duration", "longer than the maximum", id="long-td"),
+        pytest.param("9" * 5000 + "s", "duration", "must be finite", id="5000-digit-text"),
         pytest.param({"secs": -1}, "duration.secs", "non-negative integer", id="negative-secs"),
         pytest.param({"secs": 1.5}, "duration.secs", "non-negative integer", id="float-secs"),
         pytest.param({"secs": True}, "duration.secs", "non-negative integer", id="bool-secs"),
         pytest.param({"nanos": 10**9}, "duration.nanos", "below 1_000_000_000", id="big-nanos"),
-        pytest.param({"secs": 10**400}, "duration.secs", "too large", id="huge-secs"),
+        pytest.param({"secs": 10**400}, "duration.secs", "longer than the maximum", id="huge-secs"),
         pytest.param({"seconds": 1}, "duration", "unknown keys", id="unknown-key"),
     ],
 )
@@ -115,7 +120,14 @@ def test_composite_text_adds_its_parts(hours: int, minutes: int, seconds: int, m
     assert parse_duration(text) == pytest.approx(expected, rel=1e-12)
 
 
-@given(st.floats(min_value=0.0, max_value=1e12, allow_nan=False))
+@given(st.floats(min_value=0.0, max_value=MAX_DURATION, allow_nan=False))
 def test_numbers_are_seconds(value: float) -> None:
-    """A non-negative number is read as that many seconds, unchanged."""
+    """A non-negative number up to the maximum is read as that many seconds, unchanged."""
     assert parse_duration(value) == value
+
+
+def test_the_maximum_is_accepted_in_every_form() -> None:
+    """365 days is the longest duration, written as text, a number or {secs, nanos}."""
+    assert MAX_DURATION == 365 * 86400
+    assert parse_duration("8760h") == parse_duration(int(MAX_DURATION)) == MAX_DURATION
+    assert parse_duration({"secs": int(MAX_DURATION)}) == MAX_DURATION
