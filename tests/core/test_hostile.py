@@ -1,0 +1,179 @@
+"""Telemetry and matching survive hostile exceptions: the user's outcome is never replaced.
+
+A hostile exception's ``__str__`` and ``__repr__`` raise. Before, the first one disabled the
+logging and OpenTelemetry instruments of its Retrier for good, and a pattern matcher or a retry
+budget replaced the user's exception with the ``__str__`` error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from retrymw import CallFinished, ConfigError, Retrier, RetryBudgetExhausted, RetryPolicy
+from retrymw._core.errors import add_note
+from retrymw._core.matchers import status_of
+from retrymw.instrumentation import LoggingInstrument, OpenTelemetryInstrument
+from retrymw.testing import FakeClock, RecordingInstrument
+
+pytestmark = pytest.mark.anyio
+
+
+class Hostile(Exception):
+    """``str()`` and ``repr()`` of it raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ exploded")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("__repr__ exploded")
+
+
+class Script:
+    """Raises the given exceptions in order, then returns "ok"; counts executions."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def make(clock: FakeClock, *instruments: Any, **fields: Any) -> Retrier:
+    return Retrier(RetryPolicy(**fields), clock=clock, instruments=instruments, budget=None)
+
+
+@pytest.fixture
+def exporter() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    """An SDK tracer provider exporting to memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter, provider
+    provider.shutdown()
+
+
+def test_hostile_exception_keeps_logging_and_tracing_alive(
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """A hostile exception is logged and traced by its type name; nothing gets disabled."""
+    spans, provider = exporter
+    retrier = make(clock, LoggingInstrument(), OpenTelemetryInstrument(tracer_provider=provider))
+    with caplog.at_level(logging.WARNING, logger="retrymw"):
+        assert retrier.call_sync(Script(Hostile())) == "ok"
+        assert retrier.call_sync(Script(ConnectionError("later"))) == "ok"
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "has been disabled" in m]
+    assert any("failed with Hostile: <Hostile>; retrying in" in m for m in messages)
+    assert any("failed with ConnectionError: later; retrying in" in m for m in messages)
+    events = [
+        dict(event.attributes or {})
+        for span in spans.get_finished_spans()
+        for event in span.events
+        if event.name == "exception"
+    ]
+    assert [event["exception.message"] for event in events] == ["<Hostile>", "later"]
+    assert "Hostile" in str(events[0]["exception.stacktrace"])  # formatted, not raised
+    assert len(spans.get_finished_spans()) == 2 * 4  # per call: call, 2 attempts, 1 backoff
+
+
+async def test_pattern_matcher_does_not_match_what_it_cannot_read(clock: FakeClock) -> None:
+    """A pattern matcher sees no message in a hostile exception: no match, the error is kept."""
+    retrier = make(clock, retry_on=[{"pattern": "."}])
+    script = Script(Hostile())
+    with pytest.raises(Hostile):
+        retrier.call_sync(script)
+    assert script.calls == 1
+
+    async def hostile() -> None:
+        raise Hostile()
+
+    with pytest.raises(Hostile):
+        await retrier.call(hostile)
+
+
+def test_retry_budget_message_survives_a_hostile_exception(clock: FakeClock) -> None:
+    """RetryBudgetExhausted names the hostile exception by type; its cause is the user's error."""
+    retrier = make(clock, attempts=5, retry_budget=1.5)
+    with pytest.raises(RetryBudgetExhausted) as raised:
+        retrier.call_sync(Script(Hostile(), Hostile(), Hostile()))
+    assert "Retry budget exhausted" in str(raised.value)
+    assert "last error: <Hostile>" in str(raised.value)
+    assert isinstance(raised.value.__cause__, Hostile)
+
+
+class Sealed(Exception):
+    """Refuses new attributes, so no PEP 678 note can be attached."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(name)
+
+
+def test_an_exception_that_refuses_notes_is_still_raised(clock: FakeClock) -> None:
+    """A note that cannot be attached is skipped; the user's exception is raised unchanged."""
+    retrier = make(clock, retry_on=[Sealed])
+    script = Script(Sealed(), Sealed(), Sealed())
+    with pytest.raises(Sealed) as raised:
+        retrier.call_sync(script)
+    assert script.calls == 3
+    assert not hasattr(raised.value, "__notes__")
+    add_note(raised.value, "ignored")  # never raises either
+
+
+def test_foreign_notes_that_are_not_strings_are_kept(clock: FakeClock) -> None:
+    """Notes retrymw did not write, even non-strings, are left alone; retrymw's note is added."""
+    error = ConnectionError("down")
+    error.__notes__ = [Hostile()]  # type: ignore[attr-defined]
+    retrier = make(clock, attempts=2)
+    with pytest.raises(ConnectionError) as raised:
+        retrier.call_sync(Script(error, error))
+    notes = getattr(raised.value, "__notes__", [])
+    assert isinstance(notes[0], Hostile)
+    assert notes[1].startswith("retrymw: gave up after attempt 2 of 2")
+
+
+class StatusExplodes(Exception):
+    """Its ``status_code`` property raises (a lazy field, a broken proxy)."""
+
+    @property
+    def status_code(self) -> int:
+        raise RuntimeError("status exploded")
+
+
+def test_a_raising_status_property_means_no_status(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """status_of() never raises: the status matcher does not match and the error is kept."""
+    assert status_of(StatusExplodes()) is None
+    retrier = make(clock, recorder, retry_on=["5xx"])
+    with pytest.raises(StatusExplodes):
+        retrier.call_sync(Script(StatusExplodes()))
+    (finished,) = recorder.of_type(CallFinished)
+    assert finished.outcome == "failure"
+
+
+class HostileValue:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr exploded")
+
+
+def test_config_error_shows_values_safely() -> None:
+    """ConfigError never reprs an unbounded, secret or hostile value as it is."""
+    assert "got <HostileValue>," in str(ConfigError("f", HostileValue(), "bad", "1"))
+    huge = ConfigError("f", list(range(10**6)), "too long", "[1]")
+    assert len(str(huge)) < 300
+    secret = ConfigError("endpoint", "https://u:hunter2@otel.test/v1?token=t0k", "bad", "x")
+    assert "hunter2" not in str(secret)
+    assert "t0k" not in str(secret)
