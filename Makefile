@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test system-packages lint typecheck pytest bench clean
+.PHONY: demo test system-packages lint typecheck pytest bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md --readme README.md $(BENCH_ARGS)
+
+# The reference in docs/, built into site/ (git-ignored); --strict turns warnings into errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage
