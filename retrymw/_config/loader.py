@@ -371,7 +371,11 @@ def _step_fields(
                 problem = f"is also given beside the retry block, as {other}; give it once"
                 raise ConfigError(_join(step_path, key), value, problem, f"{other} alone")
     fields = _policy_fields(outside, path, notes, inherited=inherited)
-    return {**fields, **_policy_fields(step, step_path, notes, inherited={**inherited, **fields})}
+    inner = _policy_fields(step, step_path, notes, inherited={**inherited, **fields})
+    # RetryPolicy checks these fields itself: check them alone, so that an error is on its
+    # path inside the block.
+    _build({key: inner[key] for key in _CHECKED_BY_POLICY if key in inner}, step_path)
+    return {**fields, **inner}
 
 
 def _spellings(key: str) -> tuple[str, ...]:
