@@ -171,6 +171,16 @@ class RetryBudget:
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
+    def clone(self) -> RetryBudget:
+        """Return a fresh budget with these settings and clock (``min_capacity`` tokens)."""
+        return RetryBudget(
+            ratio=self._ratio,
+            burst=self._burst,
+            window=self._window,
+            min_capacity=self._min_capacity,
+            clock=self._clock,
+        )
+
     def record_success(self) -> None:
         """Deposit for one call that ended in success. Lock-free: one atomic counter step."""
         next(self._successes)

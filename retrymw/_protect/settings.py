@@ -125,6 +125,7 @@ _EXAMPLES = {
     "success_threshold": "1",
     "window": '100 (calls) or "10s"',
     "max_keys": "1024",
+    "max_targets": "1024",
 }
 
 
