@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .redact import redact_text, safe_repr
+
 __all__ = [
     "CircuitOpenError",
     "ConfigError",
@@ -33,7 +35,9 @@ class ConfigError(RetrymwError, ValueError):
         self.value = value
         self.problem = problem
         self.example = example
-        super().__init__(f"{field}: {problem}; got {value!r}, expected e.g. {example}")
+        # The value is shown bounded, redacted and safely: it may be huge (a YAML alias bomb),
+        # carry credentials (an endpoint URL) or have a __repr__ that raises.
+        super().__init__(f"{field}: {problem}; got {safe_repr(value)}, expected e.g. {example}")
 
     def at(self, prefix: str) -> ConfigError:
         """Return the same error with ``prefix`` prepended to its field path."""
@@ -79,13 +83,21 @@ class LoadShedError(RetrymwError):
 
 
 def add_note(error: BaseException, note: str) -> None:
-    """Attach a PEP 678 note to ``error`` (``__notes__`` by hand on Python 3.10)."""
-    method = getattr(error, "add_note", None)
-    if method is not None:
-        method(note)
-    else:  # Python 3.10: the attribute PEP 678 defines, without the method.
-        notes = getattr(error, "__notes__", None)
-        if not isinstance(notes, list):
-            notes = []
-            error.__notes__ = notes  # type: ignore[attr-defined]
-        notes.append(note)
+    """Attach a PEP 678 note to ``error`` (``__notes__`` by hand on Python 3.10).
+
+    The note is redacted (no credentials or sensitive query values), and an exception that
+    refuses notes (a hostile ``__setattr__``) goes without: a note never changes the outcome.
+    """
+    note = redact_text(note)
+    try:
+        method = getattr(error, "add_note", None)
+        if method is not None:
+            method(note)
+        else:  # Python 3.10: the attribute PEP 678 defines, without the method.
+            notes = getattr(error, "__notes__", None)
+            if not isinstance(notes, list):
+                notes = []
+                error.__notes__ = notes  # type: ignore[attr-defined]
+            notes.append(note)
+    except Exception:
+        pass
