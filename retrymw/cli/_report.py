@@ -39,9 +39,9 @@ _OUTCOME_ORDER = (
 )
 _LATENCIES_KEPT = 100_000  # --forever runs keep the latest calls only
 _TRACES_PER_SECOND = 2
-# The progress line's details, most useful first: on a narrow terminal each gets the richest
-# form that still fits once the ones before it have theirs (see `progress_line`).
-_DETAILS = ("others", "attempts", "budget", "success", "upstream")
+# What the progress line gives up, in order, to fit a narrow terminal: each step moves that
+# part to its next, shorter form (see `progress_line`).
+_GIVE_UP = ("success", "upstream", "budget", "attempts", "others", "others")
 
 
 class DemoStats(Instrument):
@@ -267,11 +267,13 @@ def progress_line(
     """One line: time, calls, attempts and amplification, outcomes, breaker, budget, upstream.
 
     The essentials (time, calls, amplification, the success share and the breaker's state)
-    fit in 79 columns for runs of up to 999,999 calls and 9,999 seconds. The details (the
-    other outcomes, the attempt count, the budget, the success count, the upstream's state)
-    are then added in that order of usefulness, each in the richest form that still fits
-    ``width``: a line cut at the terminal's edge used to lose the amplification and the
-    outcomes, the very things the demo is about.
+    fit in 79 columns for runs of up to 999,999 calls and 9,999 seconds. The details around
+    them are given up one step at a time, least useful first, until the line fits ``width``:
+    the success count, the upstream's state, the budget, the attempt count, then the other
+    outcomes (listed, then as a count of failed calls); what a late step freed room for is
+    then taken back. A line cut at the terminal's edge used to lose the amplification and the
+    outcomes, the very things the demo is about; a fixed order of steps also keeps successive
+    lines alike, so the eye finds each figure where it was.
 
     Args:
         elapsed: seconds since the load started.
@@ -283,7 +285,7 @@ def progress_line(
     Returns:
         The line; only the essentials if even they do not fit.
     """
-    # Each part's forms, the richest first; the last is the essential one ("" for a detail).
+    # Each part's forms, the richest first; an empty form leaves the part out.
     parts: dict[str, list[str]] = {"time": [f"[{elapsed:6.1f}s]"]}
     amplification = stats.amplification
     if not stats.calls:  # no call has finished: no ratio or share to speak of
@@ -312,20 +314,24 @@ def progress_line(
         parts["budget"] = [f"budget {snapshot.available:.0f}/{snapshot.capacity:.0f}", ""]
     parts["upstream"] = [f"upstream {'DOWN' if outage else 'up'}", ""]
 
-    chosen = {name: forms[0 if width is None else -1] for name, forms in parts.items()}
-
     def render() -> str:
-        shown = [text for text in chosen.values() if text]
+        shown = [forms[0] for forms in parts.values() if forms[0]]
         return f"{shown[0]} " + " · ".join(shown[1:])
 
-    if width is not None:
-        for name in _DETAILS:
-            essential = chosen.get(name)
-            for form in parts.get(name, [])[:-1]:
-                chosen[name] = form
-                if len(render()) <= width:
-                    break
-                chosen[name] = essential if essential is not None else ""
+    line = render()
+    given_up: list[tuple[str, str]] = []
+    for name in _GIVE_UP:
+        if width is None or len(line) <= width:
+            break
+        forms = parts.get(name, [])
+        if len(forms) > 1:
+            given_up.append((name, forms.pop(0)))
+            line = render()
+    # A late step can free more room than it needed: take back what fits, most useful first.
+    for name, form in reversed(given_up):
+        parts[name].insert(0, form)
+        if len(render()) > (width or 0):
+            del parts[name][0]
     return render()
 
 

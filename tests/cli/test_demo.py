@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,9 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from retrymw.cli import main
-from retrymw.cli._common import human_duration, percent
-from retrymw.cli._report import Console, percentile
+from retrymw import CallFinished, CircuitBreaker, Retrier, RetryPolicy
+from retrymw._core.events import CallOutcome
+from retrymw.cli import build_parser, main
+from retrymw.cli._common import human_duration, percent, silence
+from retrymw.cli._demo import _Demo
+from retrymw.cli._report import Console, DemoStats, percentile, progress_line, summary
 from retrymw.cli._trace import CallTrace, _protocol, setup_tracing
 from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
 
@@ -303,6 +308,205 @@ def test_durations_are_printed_for_people(seconds: float, text: str) -> None:
 def test_percentages_and_percentiles() -> None:
     """Shares print with sensible precision; percentiles use the nearest rank."""
     assert [percent(x) for x in (0.0, 0.031, 0.5, 1.0)] == ["0%", "3.1%", "50%", "100%"]
+    assert percent(0.9996) == "99.9%"  # a failure is never rounded away
     values = [float(n) for n in range(1, 101)]
     assert [percentile(values, q) for q in (0.5, 0.95, 0.99)] == [50.0, 95.0, 99.0]
     assert percentile([], 0.5) == 0.0
+
+
+# -- the progress line, the last redraw and the summary --------------------------------------------
+
+
+def _finished(stats: DemoStats, outcome: CallOutcome, attempts: int, count: int) -> None:
+    """Feed ``count`` finished calls to ``stats``, as the transport's dispatch would."""
+    event = CallFinished("demo", "127.0.0.1", "GET", outcome, attempts, 0.02, None)
+    for _ in range(count):
+        for _ in range(attempts):
+            stats.attempts += 1
+        stats.call_finished(event)
+
+
+def _outage_stats() -> DemoStats:
+    """A demo mid-outage: 598 calls, 480 successes, the others exhausted, throttled, rejected."""
+    stats = DemoStats()
+    _finished(stats, "success", 1, 400)
+    _finished(stats, "success", 3, 80)
+    _finished(stats, "exhausted", 4, 12)
+    _finished(stats, "throttled", 2, 40)
+    _finished(stats, "circuit_open", 0, 66)
+    return stats
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_progress_line_keeps_the_essentials_on_a_narrow_terminal(
+    monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """At 80 and 120 columns the line fits without a cut and keeps what the demo is about."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    retrier = Retrier(RetryPolicy(name="demo"), breaker=CircuitBreaker(name="upstream"))
+    stats = _outage_stats()
+    stream = io.StringIO()
+    console = Console(stream, tty=True)
+    console.status(progress_line(12.0, stats, retrier, True, width=console.width()))
+    shown = stream.getvalue().rpartition("\x1b[2K")[2]
+    assert len(shown) < columns
+    assert "…" not in shown  # fitted by leaving details out, not cut at the edge
+    assert shown.startswith("[  12.0s] calls 598 · ")
+    amplification = f"{(400 + 240 + 48 + 80) / (598 - 66):.2f}x"  # rejected calls apart
+    assert amplification in shown
+    assert "success 80.3%" in shown
+    assert shown.endswith("breaker closed") or " · breaker closed · " in shown
+    if columns >= 120:  # room for every outcome, one by one
+        assert "exhausted 12 · throttled 40 · circuit_open 66" in shown
+    full = progress_line(12.0, stats, retrier, True)  # a pipe: every detail
+    assert full == (
+        f"[  12.0s] calls 598 · attempts 768 ({amplification}) · success 480 (80.3%) · "
+        "exhausted 12 · throttled 40 · circuit_open 66 · breaker closed · budget 10/10 · "
+        "upstream DOWN"
+    )
+
+
+def test_progress_line_before_any_call_claims_no_figures() -> None:
+    """Before the first call finishes there is no amplification or share to show."""
+    line = progress_line(0.3, DemoStats(), None, False)
+    assert line == "[   0.3s] no calls finished yet · breaker none · upstream up"
+
+
+def test_summary_of_no_calls_claims_no_amplification() -> None:
+    """With no finished call (or none let through) the summary says so instead of "1.00x"."""
+    upstream = FlakyUpstream(UpstreamScript())
+    empty = summary(DemoStats(), elapsed=0.0, upstream=upstream, retrier=None, metrics_url=None)
+    assert re.search(r"^amplification\s+none: no calls$", empty, re.MULTILINE), empty
+    assert re.search(r"^outcomes\s+none$", empty, re.MULTILINE)
+    assert re.search(r"^latency\s+none$", empty, re.MULTILINE)
+    rejected = DemoStats()
+    _finished(rejected, "circuit_open", 0, 5)
+    text = summary(rejected, elapsed=1.0, upstream=upstream, retrier=None, metrics_url=None)
+    assert re.search(r"^amplification\s+none: the breaker let no call through$", text, re.MULTILINE)
+    assert "1.00x" not in empty + text
+
+
+def test_zero_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--duration 0s`` would run no call at all: a usage error naming option, value, example."""
+    code, out, err = cli(capsys, "demo", "--duration", "0s")
+    assert code == 2
+    assert out == ""
+    assert "argument --duration: must be longer than 0s: '0s' (e.g. 5s, 20s, 1m)" in err
+
+
+def test_the_last_progress_line_shows_the_summary_totals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On an 80-column terminal the final redraw fits and agrees with the summary below it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    args = build_parser().parse_args(
+        [
+            *("demo", "--duration", "1500ms", "--metrics-port", "0", "--outage", "none"),
+            *("--seed", "3", "--traces", "none", "--latency", "5ms"),
+        ]
+    )
+    demo = _Demo(args)
+    stream = io.StringIO()
+    demo.console = Console(stream, tty=True, traces="none")
+    asyncio.run(demo.main())
+    demo.report()
+    screen, _, table = stream.getvalue().partition("\n\nretrymw demo: ")
+    last = screen.rpartition("\x1b[2K")[2]
+    assert len(last) < 80
+    calls = re.search(r"^calls\s+([\d,]+) \(", table, re.MULTILINE)
+    ratio = re.search(r"^amplification\s+(\d+\.\d\dx) attempts per call$", table, re.MULTILINE)
+    assert calls is not None, table
+    assert ratio is not None, table
+    assert f"calls {calls.group(1)} · " in last, (last, table)
+    assert ratio.group(1) in last, (last, table)
+
+
+# -- credentials and a reader that leaves ----------------------------------------------------------
+
+
+def test_the_otlp_endpoint_is_printed_without_its_credentials(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user:password and a ?token= in OTEL_EXPORTER_OTLP_ENDPOINT never reach the output."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporters: list[InMemorySpanExporter] = []
+
+    def exporter(protocol: str) -> InMemorySpanExporter:
+        exporters.append(InMemorySpanExporter())
+        return exporters[-1]
+
+    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", exporter)
+    endpoint = "http://user:secret@127.0.0.1:4317/?token=abc"
+    tracing = setup_tracing(lambda trace: None, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+    tracing.shutdown()
+    assert "127.0.0.1:4317" in tracing.description
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    code, out, err = cli(capsys, "demo", "--duration", "500ms", "--metrics-port", "0")
+    assert code == 0, err
+    assert "traces: exported by OTLP (grpc) to http://" in out
+    for printed in (tracing.description, out, err):
+        assert "secret" not in printed
+        assert "abc" not in printed
+    assert exporters[-1].get_finished_spans()  # the demo's spans did go to the exporter
+
+
+class _GonePipe(io.StringIO):
+    """A stream whose reader has gone away: every write fails with EPIPE."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_console_stops_writing_once_the_reader_is_gone() -> None:
+    """The first EPIPE closes the console and tells its owner once; later writes are dropped."""
+    calls: list[str] = []
+    console = Console(_GonePipe(), tty=False, on_closed=lambda: calls.append("closed"))
+    console.line("upstream: ...")
+    console.status("[   1.0s] calls 1")
+    console.finish()
+    assert console.closed
+    assert calls == ["closed"]
+
+
+def test_silence_points_a_broken_pipe_at_devnull() -> None:
+    """After EPIPE, the stream's descriptor writes to devnull: the final flush cannot fail."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as stream:
+        stream.write("more than the reader wanted\n")
+        with pytest.raises(BrokenPipeError):
+            stream.flush()
+        silence(stream)
+        stream.write("and the summary\n")
+        stream.flush()  # would raise BrokenPipeError again without silence()
+    silence(io.StringIO())  # no descriptor: nothing to do, and no error
+
+
+@pytest.mark.skipif(shutil.which("head") is None, reason="needs head(1) to close the pipe early")
+def test_demo_piped_into_head_stops_quietly() -> None:
+    """``retrymw demo --forever | head -n 3``: the demo stops, exit 0, nothing on stderr."""
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "retrymw", "demo", "--forever", "--metrics-port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    try:
+        head = subprocess.run(
+            ["head", "-n", "3"], stdin=demo.stdout, capture_output=True, timeout=WAIT, check=True
+        )
+        assert demo.stdout is not None
+        demo.stdout.close()  # only head reads the pipe now: when it exits, the pipe breaks
+        # --forever: only noticing the broken pipe ends this demo before WAIT.
+        assert demo.wait(timeout=WAIT) == 0
+        assert demo.stderr is not None
+        assert demo.stderr.read() == b""
+        assert head.stdout.decode().splitlines()[0].startswith("upstream: http://127.0.0.1:")
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(timeout=WAIT)
+        if demo.stderr is not None:
+            demo.stderr.close()
