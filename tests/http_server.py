@@ -2,13 +2,16 @@
 
 Each endpoint ``/s/<key>`` plays a script of `Step`s, one per request (the last step repeats,
 or the script cycles). Steps can answer with a status and headers, drop the connection without
-a response, answer slowly, or truncate the body. The server counts the connections it accepted
-and the ones still open, and records every request it received.
+a response, answer slowly, truncate the body, trickle the head or the body byte by byte, or
+stall between them. The server counts the connections it accepted and the ones still open, and
+records every request it received. Given an ``ssl.SSLContext`` it speaks HTTPS.
 """
 
 from __future__ import annotations
 
+import ssl
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +30,12 @@ class Step:
         drop: close the connection without answering.
         delay: seconds to wait before answering (cut short when the server stops).
         truncate: announce 100 more bytes than are sent, then close the connection.
+        head_pace: send the status line and headers one byte at a time, this many seconds apart.
+        stall: seconds to wait between the headers and the body.
+        pace: send the body one byte (one chunk if ``chunked``) at a time, this many seconds
+            apart: a trickle, or a stream with gaps.
+
+    Every wait is cut short when the server stops, so a test never outlives its server.
     """
 
     status: int = 200
@@ -36,6 +45,9 @@ class Step:
     drop: bool = False
     delay: float = 0.0
     truncate: bool = False
+    head_pace: float = 0.0
+    stall: float = 0.0
+    pace: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -111,21 +123,40 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         payload = b"" if self.command == "HEAD" else step.body
+        pieces: list[bytes] = [payload[i : i + 1] for i in range(len(payload))] if step.pace else []
         lines = [f"HTTP/1.1 {step.status} Scripted"]
         lines += [f"{name}: {value}" for name, value in step.headers.items()]
         if step.chunked:
             lines.append("Transfer-Encoding: chunked")
-            payload = f"{len(payload):x}\r\n".encode() + payload + b"\r\n" if payload else b""
-            payload += b"0\r\n\r\n"
+            pieces = [b"%x\r\n%s\r\n" % (len(p), p) for p in pieces or [payload] if p]
+            pieces.append(b"0\r\n\r\n")
         else:
             lines.append(f"Content-Length: {len(step.body) + (100 if step.truncate else 0)}")
+            pieces = pieces or [payload]
         if step.truncate:
             self.close_connection = True
         head = "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n"
-        try:
-            self.wfile.write(head + payload)  # one write: no Nagle/delayed-ACK stall
-        except OSError:  # the client gave up (a timeout): nothing to answer
+        if not (step.head_pace or step.stall or step.pace):
+            pieces, head = [head + b"".join(pieces)], b""  # one write: no Nagle/delayed-ACK stall
+        sent = self._send(
+            [head[i : i + 1] for i in range(len(head))] if step.head_pace else [head],
+            step.head_pace,
+        )
+        if sent and step.stall and self.server.stopping.wait(step.stall):
+            sent = False
+        if not sent or not self._send(pieces, step.pace):
             self.close_connection = True
+
+    def _send(self, pieces: Sequence[bytes], pace: float) -> bool:
+        """Write ``pieces`` ``pace`` seconds apart; False if the client or the server gave up."""
+        for index, piece in enumerate(pieces):
+            if index and pace and self.server.stopping.wait(pace):
+                return False
+            try:
+                self.wfile.write(piece)
+            except OSError:  # the client gave up (a timeout): nothing more to send
+                return False
+        return True
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 
@@ -133,22 +164,41 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tls = tls
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.scripts: dict[str, _Script] = {}
         self.accepted = 0
         self.open = 0
+        self.handshakes_failed = 0
+
+    def finish_request(self, request: object, client_address: object) -> None:
+        # The TLS handshake runs in the handler's thread, so a client that fails it (one that
+        # does not trust the certificate) never blocks the accepting loop.
+        if self.tls is not None:
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)  # type: ignore[arg-type]
+            except (OSError, ValueError):
+                with self.lock:
+                    self.handshakes_failed += 1
+                return
+        super().finish_request(request, client_address)  # type: ignore[arg-type]
 
 
 class FlakyServer:
-    """Runs the scripted server in a background thread until `stop`."""
+    """Runs the scripted server in a background thread until `stop`.
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    Args:
+        tls: a server-side ``ssl.SSLContext`` to serve HTTPS with; plain HTTP when omitted.
+    """
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._server = _Server(tls)
         host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
+        scheme = "http" if tls is None else "https"
+        self.base_url = f"{scheme}://{host!s}:{port}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -179,6 +229,12 @@ class FlakyServer:
         """Connections accepted since the server started."""
         with self._server.lock:
             return self._server.accepted
+
+    @property
+    def handshakes_failed(self) -> int:
+        """TLS handshakes that failed (the client refused the certificate)."""
+        with self._server.lock:
+            return self._server.handshakes_failed
 
     @property
     def open(self) -> int:

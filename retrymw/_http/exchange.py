@@ -178,6 +178,18 @@ async def drive_async(
     The first attempt runs bare when `Retrier.plain_first_attempt` allows it, and a final
     response returns at once; otherwise the engine runs the call, or resumes it from there.
     """
+    try:
+        return await _run_async(call, send)
+    except BaseException:
+        # No response is returned: the latest one (say, the one a raising retry_on predicate
+        # was judging) must not keep its connection from the pool.
+        await call.abandon()
+        raise
+
+
+async def _run_async(
+    call: HttpCall, send: Callable[[httpx.Request], Awaitable[httpx.Response]]
+) -> httpx.Response:
     request = call.request
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
@@ -209,6 +221,14 @@ async def drive_async(
 
 def drive_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
     """Sync twin of `drive_async`; the policy's time limits travel as httpx timeouts."""
+    try:
+        return _run_sync(call, send)
+    except BaseException:
+        call.abandon_sync()
+        raise
+
+
+def _run_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
     request = call.request
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN

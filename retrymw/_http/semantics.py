@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import anyio
+
 from .._core.clock import Clock
 from .._core.errors import ConfigError
 from .._core.events import Outcome, RetryReason
@@ -285,7 +287,14 @@ class HttpExchange:
         attempts_key: the ``response.extensions`` key for the attempt number.
     """
 
-    __slots__ = ("_attempts_key", "_clock", "_never_sent", "_veto_sent", "_veto_unsent")
+    __slots__ = (
+        "_attempts_key",
+        "_clock",
+        "_latest",
+        "_never_sent",
+        "_veto_sent",
+        "_veto_unsent",
+    )
 
     def __init__(
         self,
@@ -299,6 +308,7 @@ class HttpExchange:
         self._clock = clock
         self._never_sent = never_sent
         self._attempts_key = attempts_key
+        self._latest: Any = None
         idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
         self._veto_unsent: RetryReason | None = None if replayable else "body_not_replayable"
         self._veto_sent: RetryReason | None = self._veto_unsent if idempotent else "not_idempotent"
@@ -310,6 +320,8 @@ class HttpExchange:
         if error is not None:
             veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
             return Outcome(attempt, elapsed, error, None, None, None, veto)
+        # Kept so that a call ending in an error (a raising retry_on predicate) can close it.
+        self._latest = result
         result.extensions[self._attempts_key] = attempt
         status: int = result.status_code
         hint = None
@@ -338,6 +350,23 @@ class HttpExchange:
             logger.debug("retrymw: could not drain a superseded response", exc_info=True)
         finally:
             result.close()
+
+    async def abandon(self) -> None:
+        """Close the latest response: the call ends in an error and will not return it.
+
+        Shielded, so that a cancelled call still gives the connection back. Closing is
+        idempotent: a superseded response already closed costs nothing.
+        """
+        latest, self._latest = self._latest, None
+        if latest is not None:
+            with anyio.CancelScope(shield=True):
+                await latest.aclose()
+
+    def abandon_sync(self) -> None:
+        """Sync twin of `abandon`."""
+        latest, self._latest = self._latest, None
+        if latest is not None:
+            latest.close()
 
 
 def _drainable(response: Any) -> bool:
