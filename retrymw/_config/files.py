@@ -147,7 +147,7 @@ def _guarded_loader() -> type[Any]:
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 target = self.anchors.get(event.anchor)
                 if target is not None:  # an undefined alias is the composer's own error
                     size = self.expanded.get(id(target))

@@ -40,9 +40,12 @@ from .dump import _BACKOFF, _MATCHER, to_mapping
 from .files import MAX_ALIAS_NODES, _read
 
 if TYPE_CHECKING:
+    import httpx
+
     from .._core.retrier import Retrier
     from .._protect.breaker import CircuitBreaker
     from .._protect.budget import RetryBudget
+    from ..httpx import AsyncRetryTransport, RetryTransport
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DURATION", "RetryConfig", "load_config", "to_mapping"]
 
@@ -135,19 +138,64 @@ class RetryConfig:
         """
         from .._core.retrier import Retrier
 
-        policy = self.defaults if name is None else self.policy(name)
-        key = policy.name if name is None else name
-        extra: dict[str, Any] = {}
-        if key in self.breakers:
-            extra["breaker"] = self.breaker(key)
-        if key in self.budgets:
-            extra["budget"] = self.budget(key)
+        policy, protection = self._parts(name)
         path = f"retriers.{'' if name is None else name}"
         with self._lock:
             if path not in self._shared:
-                self._shared[path] = Retrier(policy, **extra)
+                self._shared[path] = Retrier(policy, **protection)
             retrier: Retrier = self._shared[path]
         return retrier
+
+    def transport(
+        self, name: str | None = None, transport: httpx.BaseTransport | None = None
+    ) -> RetryTransport:
+        """Return a new `retrymw.httpx.RetryTransport` for policy ``name``.
+
+        The transport gets the policy; the breaker and the budget configured under its name
+        (the same objects as `breaker`, `budget` and `retrier` use); and every named policy of
+        the config, which a request selects with ``extensions={"retrymw": "other"}``. The
+        budget is one object, so the transport and the retrier spend one cross-call budget.
+        The breaker is a template: the transport keeps one breaker per host, cloned from it,
+        apart from the retrier's per-operation ones. Each call builds a new transport (it owns
+        a connection pool); build it once per client.
+
+        Args:
+            name: the policy; ``None`` for the defaults.
+            transport: the inner transport; ``httpx.HTTPTransport()`` by default.
+
+        Raises:
+            KeyError: no such policy.
+            ImportError: httpx is not installed (``pip install 'retrymw[httpx]'``).
+
+        .. versionadded:: 0.2
+        """
+        from ..httpx import RetryTransport
+
+        policy, protection = self._parts(name)
+        return RetryTransport(transport, policy=policy, policies=self.policies, **protection)
+
+    def async_transport(
+        self, name: str | None = None, transport: httpx.AsyncBaseTransport | None = None
+    ) -> AsyncRetryTransport:
+        """Return a new `retrymw.httpx.AsyncRetryTransport`; see `transport`.
+
+        .. versionadded:: 0.2
+        """
+        from ..httpx import AsyncRetryTransport
+
+        policy, protection = self._parts(name)
+        return AsyncRetryTransport(transport, policy=policy, policies=self.policies, **protection)
+
+    def _parts(self, name: str | None) -> tuple[RetryPolicy, dict[str, Any]]:
+        """The policy ``name`` and the breaker and budget configured under its name, if any."""
+        policy = self.defaults if name is None else self.policy(name)
+        key = policy.name if name is None else name
+        protection: dict[str, Any] = {}
+        if key in self.breakers:
+            protection["breaker"] = self.breaker(key)
+        if key in self.budgets:
+            protection["budget"] = self.budget(key)
+        return policy, protection
 
     def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
         kwargs = _lookup(getattr(self, section), section, name)

@@ -185,7 +185,7 @@ def test_the_longest_duration_sleeps_without_overflow() -> None:
 def test_retry_policy_refuses_durations_past_the_maximum(policy_field: str) -> None:
     """The Python API checks the same bound, so a huge delay fails at construction."""
     with pytest.raises(ConfigError, match="longer than the maximum") as caught:
-        RetryPolicy(**{policy_field: 3_000_000 * 3600})
+        RetryPolicy().replace(**{policy_field: 3_000_000 * 3600})
     assert caught.value.field == policy_field
 
 
