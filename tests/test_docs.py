@@ -201,6 +201,19 @@ def test_readme_is_the_front_door() -> None:
         assert (ROOT / target).is_file(), target
 
 
+def test_configuration_yaml_blocks_load() -> None:
+    """Every YAML file shown on the configuration page is accepted by load_config as written."""
+    import yaml
+
+    from retrymw import load_config
+
+    shown = [b for b in _fences(DOCS / "configuration.md") if b.language == "yaml"]
+    assert shown
+    for block in shown:
+        config = load_config(yaml.safe_load(block.code))
+        assert config.policies, block.id
+
+
 # -- telemetry tables, generated from _names.py -------------------------------------------------
 
 
