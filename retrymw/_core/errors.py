@@ -16,6 +16,11 @@ __all__ = [
 ]
 
 
+# Long enough for any real value (a RetryPolicy's repr is about 330 characters), short enough
+# that an expanded YAML alias bomb cannot make an error message of megabytes.
+_VALUE_LIMIT = 500
+
+
 class RetrymwError(Exception):
     """Base class of every exception retrymw raises itself."""
 
@@ -37,7 +42,8 @@ class ConfigError(RetrymwError, ValueError):
         self.example = example
         # The value is shown bounded, redacted and safely: it may be huge (a YAML alias bomb),
         # carry credentials (an endpoint URL) or have a __repr__ that raises.
-        super().__init__(f"{field}: {problem}; got {safe_repr(value)}, expected e.g. {example}")
+        shown = safe_repr(value, _VALUE_LIMIT)
+        super().__init__(f"{field}: {problem}; got {shown}, expected e.g. {example}")
 
     def at(self, prefix: str) -> ConfigError:
         """Return the same error with ``prefix`` prepended to its field path."""

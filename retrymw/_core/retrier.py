@@ -11,6 +11,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from random import Random
+from types import CoroutineType
 from typing import Any, ParamSpec, TypeVar, overload
 
 import anyio
@@ -18,10 +19,21 @@ import anyio
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.registry import CircuitBreakerRegistry
+from .callables import (
+    Refused,
+    async_attempt,
+    check_callable,
+    coroutine_result_error,
+    is_async,
+    operation_name,
+    sync_attempt,
+    sync_result_error,
+)
 from .clock import SYSTEM_CLOCK, Clock, waits_disabled
 from .errors import ConfigError
 from .instruments import Dispatch, Instrument
 from .policy import RetryPolicy
+from .redact import safe_repr
 from .run import AttemptAdapter, CallRun
 
 __all__ = ["Retrier", "retry"]
@@ -31,13 +43,6 @@ T = TypeVar("T")
 
 _DEFAULT: Any = object()
 _NOT_GIVEN: Any = object()
-
-
-def _operation_name(fn: object) -> str:
-    target = fn.func if isinstance(fn, functools.partial) else fn
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    # "<locals>" qualnames are per-definition-site noise; keep the readable tail for labels.
-    return str(name).rsplit("<locals>.", 1)[-1]
 
 
 class Retrier:
@@ -160,11 +165,19 @@ class Retrier:
     async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Await ``fn(*args, **kwargs)`` with retries and return its result.
 
+        ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
+        lambda, a partial). Misuse is refused with a `TypeError` that names the right call:
+        before any execution for what is not callable, a coroutine object (``call(fetch())``)
+        and generator functions; at the first return, never retried, when ``fn`` turns out to
+        be synchronous (use `call_sync`).
+
         Raises:
             Exception: the last exception, with a note saying why retrying stopped.
             RetryBudgetExhausted: the policy's ``retry_budget`` ran out.
             CircuitOpenError: the breaker rejected the call before its first attempt.
+            TypeError: ``fn`` cannot be retried by ``call`` (see above).
         """
+        check_callable(fn, "retrier.call()")
         return await self._call_async(fn, args, kwargs, None)
 
     def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -173,7 +186,18 @@ class Retrier:
         Raises:
             ConfigError: the policy has a per-attempt ``timeout``, which cannot interrupt a
                 synchronous function.
+            TypeError: ``fn`` is async (a coroutine function, refused before it runs, or a
+                callable that returned a coroutine, refused then and never retried), a
+                generator function, or not callable; the message names the right call.
         """
+        check_callable(fn, "retrier.call_sync()")
+        if is_async(fn):
+            name = operation_name(fn)
+            raise TypeError(
+                f"retrier.call_sync() got the coroutine function {name}, which it cannot "
+                f"await; use await retrier.call({name}, ...) in async code, or decorate it "
+                "with @retry (it stays a coroutine function)"
+            )
         return self._call_sync(fn, args, kwargs, None)
 
     @overload
@@ -185,9 +209,15 @@ class Retrier:
     def __call__(self, fn: Callable[P, T], /) -> Callable[P, T]: ...
 
     def __call__(self, fn: Callable[P, Any], /) -> Callable[P, Any]:
-        """Decorate ``fn``; a coroutine function stays a coroutine function."""
-        operation = _operation_name(fn)
-        if inspect.iscoroutinefunction(fn):
+        """Decorate ``fn``; a coroutine function stays a coroutine function.
+
+        Raises:
+            TypeError: ``fn`` is a generator or async generator function (its body runs while
+                the caller iterates, out of the retrier's reach), or is not callable.
+        """
+        check_callable(fn, "@retry")
+        operation = operation_name(fn)
+        if is_async(fn):
 
             @functools.wraps(fn)
             async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -211,18 +241,21 @@ class Retrier:
         plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
         if plain:
             try:
-                result = await fn(*args, **kwargs)
+                awaitable = fn(*args, **kwargs)
+                if isinstance(awaitable, CoroutineType) or inspect.isawaitable(awaitable):
+                    result = await awaitable
+                    if self._budget is not None:
+                        self._budget.record_success()
+                    return result
             except Exception as error:
                 return await self.execute_async(
-                    functools.partial(fn, *args, **kwargs),
-                    operation=operation or _operation_name(fn),
+                    async_attempt(fn, args, kwargs),
+                    operation=operation or operation_name(fn),
                     first_error=error,
                 )
-            if self._budget is not None:
-                self._budget.record_success()
-            return result
+            raise sync_result_error(fn, awaitable)  # never retried
         return await self.execute_async(
-            functools.partial(fn, *args, **kwargs), operation=operation or _operation_name(fn)
+            async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
         )
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
@@ -235,15 +268,17 @@ class Retrier:
                 result = fn(*args, **kwargs)
             except Exception as error:
                 return self.execute_sync(
-                    functools.partial(fn, *args, **kwargs),
-                    operation=operation or _operation_name(fn),
+                    sync_attempt(fn, args, kwargs),
+                    operation=operation or operation_name(fn),
                     first_error=error,
                 )
+            if isinstance(result, CoroutineType):
+                raise coroutine_result_error(fn, result)  # never retried
             if self._budget is not None:
                 self._budget.record_success()
             return result
         return self.execute_sync(
-            functools.partial(fn, *args, **kwargs), operation=operation or _operation_name(fn)
+            sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
         )
 
     # -- drivers -------------------------------------------------------------------------------
@@ -294,6 +329,9 @@ class Retrier:
                     delay = run.finish_attempt(None, error)
                 else:
                     delay = run.finish_attempt(result, None)
+        except Refused as refused:
+            run.abort(refused.error)
+            raise refused.error from None
         except BaseException as error:
             run.abort(error)
             raise
@@ -334,6 +372,9 @@ class Retrier:
                     delay = run.finish_attempt(None, error)
                 else:
                     delay = run.finish_attempt(result, None)
+        except Refused as refused:
+            run.abort(refused.error)
+            raise refused.error from None
         except BaseException as error:
             run.abort(error)
             raise
@@ -361,6 +402,14 @@ def _check_arguments(
         ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
         ("rng", rng, Random, "random.Random(42)"),
     )
+    if callable(policy) and not isinstance(policy, RetryPolicy):
+        # ``@Retrier`` without parentheses hands the decorated function over as the policy.
+        raise ConfigError(
+            "policy",
+            policy,
+            "must be a RetryPolicy or None; to decorate a function use @Retrier() or @retry",
+            "RetryPolicy(attempts=3)",
+        )
     for name, value, kind, example in checks:
         if value is not None and not isinstance(value, kind):
             raise ConfigError(name, value, f"must be a {kind.__name__} or None", example)
@@ -375,6 +424,11 @@ def _check_arguments(
         )
 
 
+@overload
+def retry(fn: Callable[P, T], /) -> Callable[P, T]: ...
+
+
+@overload
 def retry(
     *,
     breaker: CircuitBreaker | None = None,
@@ -382,18 +436,42 @@ def retry(
     instruments: Any = None,
     clock: Clock | None = None,
     **policy_fields: Any,
-) -> Retrier:
-    """Shorthand decorator: ``@retry(attempts=5, retry_on=["timeout"])``.
+) -> Retrier: ...
+
+
+def retry(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    breaker: CircuitBreaker | None = None,
+    budget: RetryBudget | None = _DEFAULT,
+    instruments: Any = None,
+    clock: Clock | None = None,
+    **policy_fields: Any,
+) -> Any:
+    """Shorthand decorator: ``@retry(attempts=5, retry_on=["timeout"])``, or bare ``@retry``.
 
     Policy fields go to `RetryPolicy`; ``breaker``, ``budget``, ``instruments`` and ``clock`` go
-    to `Retrier`.
+    to `Retrier`. Bare ``@retry`` is ``@retry()``: the default policy.
+
+    Raises:
+        TypeError: the positional argument is not a function (policy fields are keywords, and
+            a `RetryPolicy` goes to `Retrier`), or cannot be retried (see `Retrier.__call__`).
 
     .. versionadded:: 0.1
     """
-    return Retrier(
+    if fn is not None and not callable(fn):
+        hint = (
+            "for a RetryPolicy use Retrier(policy)"
+            if isinstance(fn, RetryPolicy)
+            else "policy fields are keywords, as in @retry(attempts=5)"
+        )
+        raise TypeError(f"retry() decorates a function, got {safe_repr(fn, 80)}; {hint}")
+    retrier = Retrier(
         RetryPolicy(**policy_fields),
         breaker=breaker,
         budget=budget,
         instruments=instruments,
         clock=clock,
     )
+    return retrier if fn is None else retrier(fn)

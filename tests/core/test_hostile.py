@@ -173,7 +173,7 @@ def test_config_error_shows_values_safely() -> None:
     """ConfigError never reprs an unbounded, secret or hostile value as it is."""
     assert "got <HostileValue>," in str(ConfigError("f", HostileValue(), "bad", "1"))
     huge = ConfigError("f", list(range(10**6)), "too long", "[1]")
-    assert len(str(huge)) < 300
+    assert len(str(huge)) < 600
     secret = ConfigError("endpoint", "https://u:hunter2@otel.test/v1?token=t0k", "bad", "x")
     assert "hunter2" not in str(secret)
     assert "t0k" not in str(secret)
