@@ -166,7 +166,7 @@ def test_render_table_has_a_header_and_one_line_per_result() -> None:
     assert lines[0].split()[:3] == ["scenario", "calls", "amplif."]
     assert set(lines[1]) <= {"-", " "}
     assert lines[2].startswith("outage 2/s")
-    assert "1.042" in lines[2]
+    assert "1.008" in lines[2]
 
 
 def test_suite_groups_and_unknown_names() -> None:
