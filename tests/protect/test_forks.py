@@ -17,6 +17,8 @@ from collections.abc import Callable
 import pytest
 
 from retrymw import CircuitBreaker, CircuitBreakerRegistry, RetryBudget
+from retrymw._protect.targets import PerTarget
+from retrymw._protect.throttle import AdaptiveThrottle
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
@@ -59,10 +61,12 @@ def reap(pids: list[int], timeout: float = CHILD_TIMEOUT) -> dict[int, int | Non
 
 
 def test_children_forked_under_load_never_deadlock() -> None:
-    """100 forks while 4 threads hammer a budget, a breaker and a registry: every child exits 0."""
+    """100 forks while 4 threads hammer every kind of lock owner: every child exits 0."""
     budget = RetryBudget()
     breaker = CircuitBreaker(failure_threshold=None, window=10, minimum_calls=10)
     registry = CircuitBreakerRegistry(CircuitBreaker(), max_keys=4)
+    throttle = AdaptiveThrottle()
+    per_target = PerTarget(RetryBudget(), max_targets=4)
     stop = threading.Event()
 
     def hammer(index: int) -> None:
@@ -75,6 +79,9 @@ def test_children_forked_under_load_never_deadlock() -> None:
                 breaker.record_failure()
             breaker.statistics()
             registry.get(keys[index % 8]).statistics()
+            if throttle.allow_request():
+                throttle.record_success()
+            per_target.for_target(keys[index % 8]).try_acquire()
             index += 1
 
     def child() -> bool:
@@ -83,6 +90,10 @@ def test_children_forked_under_load_never_deadlock() -> None:
         breaker.allow_request()
         breaker.record_success()
         registry.get("child").record_failure()
+        throttle.allow_request()
+        throttle.record_failure()
+        per_target.for_target("child").try_acquire()
+        assert per_target.statistics()["child"].acquired >= 1  # type: ignore[union-attr]
         return budget.statistics().deposits > 0 and breaker.statistics().successes > 0
 
     threads = [threading.Thread(target=hammer, args=(n,), daemon=True) for n in range(4)]
