@@ -86,9 +86,9 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (e.g. 1, 4)") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1: {text!r} (e.g. 1, 4)")
     return value
 
 
@@ -97,9 +97,9 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 50, 2.5)") from None
     if not 0.0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text!r} (e.g. 50, 2.5)")
     return value
 
 
@@ -107,7 +107,7 @@ def rate(text: str) -> float:
     """Parse a call rate in ``(0, 100000]`` calls per second."""
     value = positive_float(text)
     if value > 100_000.0:
-        raise argparse.ArgumentTypeError(f"must be at most 100000 calls/s: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be at most 100000 calls/s: {text!r} (e.g. 50)")
     return value
 
 
@@ -116,9 +116,9 @@ def port(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r} (e.g. 9464, or 0)") from None
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be within [0, 65535]: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be within [0, 65535]: {text!r} (e.g. 9464, or 0)")
     return value
 
 
@@ -128,9 +128,13 @@ def fraction(text: str) -> float:
     try:
         value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number or percentage: {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"not a number or percentage: {text!r} (e.g. 0.1 or 10%)"
+        ) from None
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be within [0, 1] (or 0%-100%): {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be within [0, 1] (or 0%-100%): {text!r} (e.g. 0.1 or 10%)"
+        )
     return value
 
 

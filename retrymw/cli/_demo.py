@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -206,7 +208,11 @@ class _Demo:
         try:
             served = start_http_server(port, addr=host, registry=registry)
         except OSError as error:
+            # A taken port is the usual failure; a host that is no address of this machine
+            # (or does not resolve) needs another --metrics-host, not another port.
             hint = " (pass --metrics-port 0 for a free port)" if port else ""
+            if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+                hint = " (--metrics-host wants an address of this machine, e.g. 127.0.0.1)"
             raise CliError(
                 f"cannot serve /metrics on {host}:{port}: {error.strerror}{hint}"
             ) from None

@@ -190,6 +190,17 @@ def test_demo_reports_a_busy_metrics_port(capsys: pytest.CaptureFixture[str]) ->
     assert err.strip().endswith("(pass --metrics-port 0 for a free port)")
 
 
+def test_demo_reports_a_metrics_host_that_is_not_this_machine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An address of another machine is one line naming it and --metrics-host, not the port."""
+    args = ("--duration", "1s", "--metrics-host", "192.0.2.1", "--metrics-port", "9464")
+    code, _, err = cli(capsys, "demo", *args)  # 192.0.2.1: TEST-NET-1, never a local address
+    assert code == 1
+    assert err.startswith("retrymw demo: error: cannot serve /metrics on 192.0.2.1:9464: ")
+    assert err.strip().endswith("(--metrics-host wants an address of this machine, e.g. 127.0.0.1)")
+
+
 # -- the demo's parts ----------------------------------------------------------------------------
 
 
