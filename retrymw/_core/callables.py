@@ -1,9 +1,11 @@
 """What the Retrier's front doors accept: misuse refused with the right call, and attempt wrappers.
 
 ``await retrier.call(fn)`` needs ``fn`` to return an awaitable, ``retrier.call_sync(fn)`` needs
-it not to, and neither can retry a generator, whose body runs after the retrying is over. What
-can be told before any execution is refused then; what only shows in ``fn``'s return value is
-refused at the first return, and never retried.
+it not to, and neither can retry a generator, whose body runs after the retrying is over. The
+hot path pays one cheap test per call: the kind of callable is only looked at closely when what
+it returned is suspect. Calling a coroutine or generator function runs none of its body, so
+refusing its result is still refusing before any execution; only a synchronous function handed
+to ``call()`` has run once when it is refused. A refusal is never retried.
 """
 
 from __future__ import annotations
@@ -11,16 +13,18 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from types import CoroutineType
+from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import Any, TypeVar
 
 from .redact import safe_repr
 
 __all__ = [
+    "SUSPECT_RESULTS",
     "Refused",
     "async_attempt",
+    "async_result_error",
     "check_callable",
-    "coroutine_result_error",
+    "check_decorated",
     "is_async",
     "operation_name",
     "sync_attempt",
@@ -59,17 +63,24 @@ def is_async(fn: object) -> bool:
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
+def _generator_error(fn: object, door: str) -> TypeError | None:
+    if inspect.isasyncgenfunction(fn):
+        kind = "an async generator"
+    elif inspect.isgeneratorfunction(fn):
+        kind = "a generator"
+    else:
+        return None
+    name = operation_name(fn)
+    return TypeError(
+        f"{door} cannot retry {name}: it is {kind} function, whose body runs while the "
+        "caller iterates, after the retrying is over; retry a function that returns the "
+        f"items instead (e.g. one that collects them into a list), or retry inside {name}"
+    )
+
+
 def check_callable(fn: object, door: str) -> None:
-    """Refuse, before the first execution, what no attempt could run or retry."""
+    """Refuse what is not a function to call (one cheap test per call on the hot path)."""
     if callable(fn):
-        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
-            kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
-            name = operation_name(fn)
-            raise TypeError(
-                f"{door} cannot retry {name}: it is {kind} function, whose body runs while the "
-                "caller iterates, after the retrying is over; retry a function that returns the "
-                f"items instead (e.g. one that collects them into a list), or retry inside {name}"
-            )
         return
     if isinstance(fn, CoroutineType):
         name = fn.__qualname__
@@ -85,7 +96,28 @@ def check_callable(fn: object, door: str) -> None:
     )
 
 
+def check_decorated(fn: object) -> None:
+    """Refuse, at decoration time, what ``@retry`` could not retry (generator functions)."""
+    check_callable(fn, "@retry")
+    error = _generator_error(fn, "@retry")
+    if error is not None:
+        raise error
+
+
+def _close(result: object) -> None:
+    # A coroutine or generator that will never run: closed, so that Python does not warn that
+    # it was never awaited. Its body has not started, so nothing of it ran.
+    close = getattr(result, "close", None)
+    if isinstance(result, (CoroutineType, GeneratorType)) and close is not None:
+        close()
+
+
 def sync_result_error(fn: object, result: object) -> TypeError:
+    """What ``call()`` raises when ``fn`` returned something it cannot await."""
+    _close(result)
+    error = _generator_error(fn, "retrier.call()")
+    if error is not None:
+        return error
     name = operation_name(fn)
     return TypeError(
         f"retrier.call() awaits what {name} returns, but it returned "
@@ -94,12 +126,31 @@ def sync_result_error(fn: object, result: object) -> TypeError:
     )
 
 
-def coroutine_result_error(fn: object, result: CoroutineType[Any, Any, Any]) -> TypeError:
-    result.close()  # never awaited, on purpose: no "coroutine was never awaited" warning
+#: The results that make ``call_sync()`` look closer: calling a coroutine function or a
+#: generator function runs none of its body, so refusing then is still before any execution.
+SUSPECT_RESULTS = frozenset({CoroutineType, GeneratorType, AsyncGeneratorType})
+
+
+def async_result_error(fn: object, result: object) -> TypeError | None:
+    """What ``call_sync()`` raises for a result of a `SUSPECT_RESULTS` type, if anything.
+
+    A coroutine is always refused (it cannot be awaited here); a generator only when ``fn`` is
+    a generator function (a plain function may well return a generator expression).
+    """
+    error = _generator_error(fn, "retrier.call_sync()")
+    if error is None and not isinstance(result, CoroutineType):
+        return None
+    _close(result)
+    if error is not None:
+        return error
     name = operation_name(fn)
+    what = (
+        f"the coroutine function {name}" if is_async(fn) else f"{name}, which returned a coroutine"
+    )
     return TypeError(
-        f"retrier.call_sync() got a coroutine from {name}, which it cannot await; use "
-        f"await retrier.call({name}, ...) in async code, or decorate it with @retry"
+        f"retrier.call_sync() got {what}: it cannot be awaited here; use "
+        f"await retrier.call({name}, ...) in async code, or decorate it with @retry "
+        "(a coroutine function stays one)"
     )
 
 
@@ -110,7 +161,7 @@ def async_attempt(
 
     async def attempt() -> T:
         result = fn(*args, **kwargs)
-        if not isinstance(result, CoroutineType) and not inspect.isawaitable(result):
+        if type(result) is not CoroutineType and not inspect.isawaitable(result):
             raise Refused(sync_result_error(fn, result))
         return await result
 
@@ -118,12 +169,14 @@ def async_attempt(
 
 
 def sync_attempt(fn: Callable[..., T], args: Any, kwargs: Any) -> Callable[[], T]:
-    """One attempt of ``call_sync()``: ``fn(*args, **kwargs)``, refused if it is a coroutine."""
+    """One attempt of ``call_sync()``: ``fn(*args, **kwargs)``, refused if it is async."""
 
     def attempt() -> T:
         result = fn(*args, **kwargs)
-        if isinstance(result, CoroutineType):
-            raise Refused(coroutine_result_error(fn, result))
+        if type(result) in SUSPECT_RESULTS:
+            error = async_result_error(fn, result)
+            if error is not None:
+                raise Refused(error)
         return result
 
     return attempt

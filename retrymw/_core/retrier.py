@@ -20,10 +20,12 @@ from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.registry import CircuitBreakerRegistry
 from .callables import (
+    SUSPECT_RESULTS,
     Refused,
     async_attempt,
+    async_result_error,
     check_callable,
-    coroutine_result_error,
+    check_decorated,
     is_async,
     operation_name,
     sync_attempt,
@@ -166,10 +168,10 @@ class Retrier:
         """Await ``fn(*args, **kwargs)`` with retries and return its result.
 
         ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
-        lambda, a partial). Misuse is refused with a `TypeError` that names the right call:
-        before any execution for what is not callable, a coroutine object (``call(fetch())``)
-        and generator functions; at the first return, never retried, when ``fn`` turns out to
-        be synchronous (use `call_sync`).
+        lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
+        never retried: what is not callable, such as a coroutine object (``call(fetch())``),
+        before anything runs; a generator function when it returns its generator, before its
+        body runs; a synchronous function (use `call_sync`) at its first return.
 
         Raises:
             Exception: the last exception, with a note saying why retrying stopped.
@@ -186,18 +188,11 @@ class Retrier:
         Raises:
             ConfigError: the policy has a per-attempt ``timeout``, which cannot interrupt a
                 synchronous function.
-            TypeError: ``fn`` is async (a coroutine function, refused before it runs, or a
-                callable that returned a coroutine, refused then and never retried), a
-                generator function, or not callable; the message names the right call.
+            TypeError: ``fn`` is async or a generator function (refused when it returns its
+                coroutine or generator, before the body runs, and never retried), or is not
+                callable; the message names the right call.
         """
         check_callable(fn, "retrier.call_sync()")
-        if is_async(fn):
-            name = operation_name(fn)
-            raise TypeError(
-                f"retrier.call_sync() got the coroutine function {name}, which it cannot "
-                f"await; use await retrier.call({name}, ...) in async code, or decorate it "
-                "with @retry (it stays a coroutine function)"
-            )
         return self._call_sync(fn, args, kwargs, None)
 
     @overload
@@ -215,7 +210,7 @@ class Retrier:
             TypeError: ``fn`` is a generator or async generator function (its body runs while
                 the caller iterates, out of the retrier's reach), or is not callable.
         """
-        check_callable(fn, "@retry")
+        check_decorated(fn)
         operation = operation_name(fn)
         if is_async(fn):
 
@@ -242,7 +237,7 @@ class Retrier:
         if plain:
             try:
                 awaitable = fn(*args, **kwargs)
-                if isinstance(awaitable, CoroutineType) or inspect.isawaitable(awaitable):
+                if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
                     result = await awaitable
                     if self._budget is not None:
                         self._budget.record_success()
@@ -272,8 +267,10 @@ class Retrier:
                     operation=operation or operation_name(fn),
                     first_error=error,
                 )
-            if isinstance(result, CoroutineType):
-                raise coroutine_result_error(fn, result)  # never retried
+            if type(result) in SUSPECT_RESULTS:
+                refusal = async_result_error(fn, result)
+                if refusal is not None:
+                    raise refusal  # never retried
             if self._budget is not None:
                 self._budget.record_success()
             return result
