@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 try:
     import httpx
@@ -40,7 +40,8 @@ from ._http.exchange import (
     drive_async,
     drive_sync,
 )
-from ._http.semantics import REPLAY_LIMIT, PolicyResolver, http_policy
+from ._http.limits import bound_transport
+from ._http.semantics import POLICY_EXTENSION, REPLAY_LIMIT, PolicyResolver, http_policy
 from ._protect.budget import RetryBudget
 
 if TYPE_CHECKING:
@@ -57,9 +58,6 @@ __all__ = [
     "request",
     "request_sync",
 ]
-
-#: ``request.extensions`` key selecting a policy for one request.
-POLICY_EXTENSION: Final = "retrymw"
 
 
 class _Core:
@@ -206,7 +204,10 @@ class RetryTransport(httpx.BaseTransport):
     """Sync twin of `AsyncRetryTransport`, for ``httpx.Client``; same arguments and behaviour.
 
     A blocking attempt cannot be cancelled, so the policy's ``timeout`` (cut by its
-    ``deadline``) caps each phase of an attempt through httpx's ``timeout`` request extension.
+    ``deadline``) bounds every socket operation of an attempt to what is left of it, for an
+    inner ``httpx.HTTPTransport`` (the default); any other inner transport gets it as httpx's
+    ``timeout`` request extension, which caps each phase. Either way the limit ends with the
+    attempt: the returned response streams under the client's own timeouts.
 
     .. versionadded:: 0.1
     """
@@ -234,6 +235,7 @@ class RetryTransport(httpx.BaseTransport):
         )
         self._core = _Core(policy, breaker, budget, instruments, clock, policies)
         self._transport = transport if transport is not None else httpx.HTTPTransport()
+        bound_transport(self._transport)  # its sockets honour each attempt's time limit
 
     @property
     def retrier(self) -> Retrier:

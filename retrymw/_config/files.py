@@ -233,7 +233,9 @@ def _toml_lines(text: str) -> dict[str, int]:
                 continue
             key = _TOML_KEY.match(line)
             if key is not None:
-                lines.setdefault(".".join([*table, *_toml_parts(key[1])]), number)
+                parts = [*table, *_toml_parts(key[1])]
+                for end in range(len(table) + 1, len(parts) + 1):  # a.b.c = 1 writes a.b too
+                    lines.setdefault(".".join(parts[:end]), number)
         depth = max(depth + _toml_depth(line), 0)
     return lines
 

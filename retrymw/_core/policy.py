@@ -153,7 +153,15 @@ class RetryPolicy:
         current = {item.name: getattr(self, item.name) for item in fields(self)}
         if changes.get("on_failure", "fallback") != "fallback" and "fallback" not in changes:
             current["fallback"] = None  # leaving "fallback" mode drops the old fallback
-        return RetryPolicy(**{**current, **changes})
+        try:
+            return RetryPolicy(**{**current, **changes})
+        except ConfigError as error:
+            if error.field == "initial_delay" and "max_delay" in changes.keys() - {"initial_delay"}:
+                # Only max_delay changed: the conflict is with the value the caller gave.
+                problem = f"is shorter than initial_delay ({self.initial_delay:g}s)"
+                example = f'max_delay="{self.initial_delay:g}s" or more'
+                raise ConfigError("max_delay", changes["max_delay"], problem, example) from None
+            raise
 
     def delay_for(self, n: int) -> float:
         """Return the capped, un-jittered delay before retry ``n`` (1 after the first failure)."""

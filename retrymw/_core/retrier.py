@@ -308,10 +308,14 @@ class Retrier:
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:
-                        await adapter.discard(run.result)
+                        # Disposing of the superseded result is part of the wait: the adapter
+                        # bounds it by the delay, and the sleep is what is left of it.
+                        disposed_from = self._clock.now()
+                        await adapter.discard(run.result, delay)
+                        delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        await sleep(delay)
+                        await sleep(max(delay, 0.0))
                     scopes.exit()
                 if not run.start_attempt():
                     break
@@ -356,10 +360,12 @@ class Retrier:
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:
-                        adapter.discard_sync(run.result)
+                        disposed_from = self._clock.now()
+                        adapter.discard_sync(run.result, delay)
+                        delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        sleep(delay)
+                        sleep(max(delay, 0.0))
                     scopes.exit()
                 if not run.start_attempt():
                     break

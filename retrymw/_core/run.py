@@ -81,12 +81,16 @@ class AttemptAdapter(Protocol):
         """Build the `Outcome` of one attempt (status, Retry-After hint, veto)."""
         ...
 
-    async def discard(self, result: object) -> None:
-        """Dispose of a superseded result before the backoff sleep (async driver)."""
+    async def discard(self, result: object, limit: float) -> None:
+        """Dispose of a superseded result during the backoff wait (async driver).
+
+        ``limit`` is the backoff delay: the time the disposal should take at most, so that the
+        next attempt starts when the policy decided; the driver sleeps what is left of it.
+        """
         ...
 
-    def discard_sync(self, result: object) -> None:
-        """Dispose of a superseded result before the backoff sleep (sync driver)."""
+    def discard_sync(self, result: object, limit: float) -> None:
+        """Dispose of a superseded result during the backoff wait (sync driver)."""
         ...
 
 

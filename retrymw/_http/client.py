@@ -19,7 +19,8 @@ from .._core.policy import RetryPolicy
 from .._core.retrier import Retrier
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
-from .semantics import REPLAY_LIMIT, http_policy
+from .limits import bound_transport
+from .semantics import POLICY_EXTENSION, REPLAY_LIMIT, PolicyResolver, http_policy
 
 __all__ = ["HELPER_EXTENSION", "request", "request_sync"]
 
@@ -52,6 +53,9 @@ def _helper_setup(
         key: kwargs.pop(key) for key in ("auth", "follow_redirects") if key in kwargs
     }
     extensions = {**(kwargs.pop("extensions", None) or {}), HELPER_EXTENSION: True}
+    # A request's own policy override, as a transport honours it: fields or a RetryPolicy
+    # (there are no named policies here, so a name is refused, naming the field).
+    resolved = PolicyResolver(resolved).resolve(extensions.get(POLICY_EXTENSION))
     built = client.build_request(method, url, extensions=extensions, **kwargs)
     return built, send_kwargs, retrier, resolved
 
@@ -69,7 +73,8 @@ async def request(
 
     Unlike the transport, this also retries errors raised while the body is read (a connection
     dropped mid-body, a read timeout after the headers). The idempotency, replay and
-    ``Retry-After`` rules are the transport's.
+    ``Retry-After`` rules are the transport's, and so is ``extensions={"retrymw": ...}``: a
+    dict of policy fields or a `RetryPolicy` overrides ``policy`` for this request.
 
     Args:
         client: an ``httpx.AsyncClient`` whose transport does not retry already.
@@ -107,10 +112,19 @@ def request_sync(
 ) -> httpx.Response:
     """Sync twin of `request`, for ``httpx.Client``.
 
+    With a ``timeout`` or ``deadline``, every socket operation of an attempt (the body's
+    reading included) ends by the attempt's limit when the client's transport for the URL is
+    an ``httpx.HTTPTransport`` (the default): its pool is given a bounded network backend for
+    the connections it opens from then on.
+
     .. versionadded:: 0.1
     """
     built, send_kwargs, retrier, resolved = _helper_setup(
         client, method, url, policy, retrier, kwargs
     )
+    if resolved.timeout is not None or resolved.deadline is not None:
+        # The client's sockets must honour each attempt's time limit, body included.
+        find = getattr(client, "_transport_for_url", None)
+        bound_transport(find(built.url) if find is not None else None)
     call = HttpCall(retrier, built, resolved, buffer_sync(built, REPLAY_LIMIT))
     return drive_sync(call, functools.partial(client.send, **send_kwargs))

@@ -15,15 +15,19 @@ which re-exports the helpers.
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import httpx
 
 from .._core.errors import CircuitOpenError, RetryBudgetExhausted, add_note
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
-from .semantics import HttpExchange, format_target, limit_sync_attempt
+from .limits import limit_sync_attempt, within
+from .semantics import DRAIN_GRACE, DRAIN_TIMEOUT, HttpExchange, drainable, format_target
 
 if TYPE_CHECKING:
     from .._core.retrier import Retrier
@@ -38,6 +42,8 @@ __all__ = [
     "drive_sync",
     "translate",
 ]
+
+logger = logging.getLogger("retrymw")
 
 #: ``response.extensions`` key holding the number of attempts that produced the response.
 ATTEMPTS_EXTENSION: Final = "retrymw.attempts"
@@ -116,7 +122,7 @@ class HttpCall(HttpExchange):
         replayable: whether the body can be sent again.
     """
 
-    __slots__ = ("policy", "request", "retrier")
+    __slots__ = ("_started_at", "policy", "request", "retrier")
 
     def __init__(
         self, retrier: Retrier, request: httpx.Request, policy: RetryPolicy, replayable: bool
@@ -131,6 +137,8 @@ class HttpCall(HttpExchange):
         self.retrier = retrier
         self.request = request
         self.policy = policy
+        # No later than the engine's own start: the deadline left is never overestimated.
+        self._started_at = retrier.clock.now()
 
     def settle(self, response: httpx.Response) -> bool:
         """Whether a bare first attempt's response is final: then the call has succeeded."""
@@ -158,6 +166,69 @@ class HttpCall(HttpExchange):
                 f"httpx.Response, got {type(result).__qualname__}"
             )
         return result
+
+    async def discard(self, result: Any, limit: float) -> None:
+        """Read a small superseded body so its connection is reused, then close the response.
+
+        The read is part of the backoff wait: it stops after ``limit`` (the backoff delay,
+        see `drain_limit`) and the response is then closed unread, costing its connection.
+        """
+        try:
+            limit = self.drain_limit(limit)
+            if limit > 0.0 and drainable(result):
+                with anyio.move_on_after(limit):
+                    await result.aread()
+        except Exception:  # a superseded response: failing to drain only costs its connection
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled call still frees the connection
+                await result.aclose()
+
+    def discard_sync(self, result: Any, limit: float) -> None:
+        """Sync twin of `discard`: every socket read ends by the limit (`within`)."""
+        try:
+            limit = self.drain_limit(limit)
+            if limit > 0.0 and drainable(result):
+                ends = time.monotonic() + limit
+                with within(limit):
+                    for _ in result.iter_raw():
+                        # A transport whose sockets `within` cannot reach stops between chunks.
+                        if time.monotonic() >= ends:
+                            break
+        except Exception:
+            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
+        finally:
+            result.close()
+
+    def drain_limit(self, delay: float) -> float:
+        """How long reading a superseded body may take before a retry ``delay`` s away.
+
+        The delay, but at least `DRAIN_GRACE` and at most `DRAIN_TIMEOUT`; and never what the
+        policy's ``deadline`` leaves the next attempt.
+        """
+        limit = min(max(delay, DRAIN_GRACE), DRAIN_TIMEOUT)
+        deadline = self.policy.deadline
+        if deadline is not None:
+            left = deadline - (self.retrier.clock.now() - self._started_at) - delay
+            limit = min(limit, left)
+        return limit
+
+    async def abandon(self) -> None:
+        """Close the latest response: the call ends in an error and will not return it.
+
+        Shielded, so that a cancelled call still gives the connection back. Closing is
+        idempotent: a superseded response already closed costs nothing.
+        """
+        latest, self._latest = self._latest, None
+        if latest is not None:
+            with anyio.CancelScope(shield=True):
+                await latest.aclose()
+
+    def abandon_sync(self) -> None:
+        """Sync twin of `abandon`."""
+        latest, self._latest = self._latest, None
+        if latest is not None:
+            latest.close()
 
     def raise_translated(self, error: Exception) -> None:
         """Raise the httpx twin of an engine give-up ``error`` (see `translate`).

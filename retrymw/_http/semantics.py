@@ -7,24 +7,26 @@ by `_retry_after`, whose `parse_retry_after` is re-exported here.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
-
-import anyio
+from collections.abc import Mapping
+from typing import Any
 
 from .._core.clock import Clock
 from .._core.errors import ConfigError
 from .._core.events import Outcome, RetryReason
 from .._core.matchers import Matcher, compile_matcher, on_status
 from .._core.policy import RetryPolicy
+from ..instrumentation._names import OVERFLOW, BoundedValues
 from .retry_after import WHITESPACE, parse_retry_after
 
 __all__ = [
+    "DRAIN_GRACE",
     "DRAIN_LIMIT",
+    "DRAIN_TIMEOUT",
     "HTTP_RETRY_ON",
     "IDEMPOTENCY_KEY_HEADER",
     "IDEMPOTENT_METHODS",
+    "MAX_POLICY_NAMES",
+    "POLICY_EXTENSION",
     "REPLAY_LIMIT",
     "RETRYABLE_STATUSES",
     "RETRY_AFTER_STATUSES",
@@ -33,16 +35,21 @@ __all__ = [
     "attempt_limit",
     "content_length",
     "cut_timeouts",
+    "drainable",
     "format_target",
     "http_policy",
     "is_idempotent",
-    "limit_sync_attempt",
     "parse_retry_after",
 ]
 
-logger = logging.getLogger("retrymw")
-
-T = TypeVar("T")
+#: ``request.extensions`` key selecting a policy for one request.
+POLICY_EXTENSION = "retrymw"
+#: Distinct policy names that per-request overrides may bring into telemetry, process-wide;
+#: later ones are reported as ``_other``, as targets past their cap are. Configured names
+#: (a transport's policy and its ``policies``) are never capped.
+MAX_POLICY_NAMES = 32
+# Shared by every resolver: the client helpers build one per call.
+_OVERRIDE_NAMES = BoundedValues(MAX_POLICY_NAMES, OVERFLOW)
 
 #: Methods RFC 9110 §9.2.2 defines as idempotent; POST and PATCH are not among them.
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
@@ -55,6 +62,11 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 #: A superseded response with a known ``Content-Length`` up to this size is read before it is
 #: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
 DRAIN_LIMIT = 64 * 1024
+#: Reading a superseded body is part of the backoff wait, so it may take the backoff delay, but
+#: at least this long (a zero delay still reads a body that has already arrived) and at most
+#: `DRAIN_TIMEOUT`: a body slower than that is a trickle, and costs its connection instead.
+DRAIN_GRACE = 0.02
+DRAIN_TIMEOUT = 1.0
 #: A streaming request body is buffered up to this size to make it replayable; a larger one is
 #: sent once and never retried (reason ``body_not_replayable``).
 REPLAY_LIMIT = 16 * 1024 * 1024
@@ -123,9 +135,12 @@ class PolicyResolver:
 
     The cache keeps the hot path free of validation: a dict of fields such as
     ``{"attempts": 1}`` is applied with `RetryPolicy.replace` once, then looked up.
+
+    A policy's name is a telemetry label, so the names overrides bring in are bounded: past
+    `MAX_POLICY_NAMES` new ones (process-wide), an override runs under the name ``_other``.
     """
 
-    __slots__ = ("_cache", "default", "policies")
+    __slots__ = ("_cache", "_known", "default", "policies")
 
     #: At most this many distinct overrides are cached; more are rebuilt on every request.
     MAX_CACHED = 256
@@ -150,6 +165,7 @@ class PolicyResolver:
                 )
             resolved[name] = http_policy(policy)
         self.policies = resolved
+        self._known = {default.name, *(policy.name for policy in resolved.values())}
         self._cache: dict[Any, tuple[object, RetryPolicy]] = {}
 
     def resolve(self, override: object) -> RetryPolicy:
@@ -169,7 +185,11 @@ class PolicyResolver:
                     'extensions["retrymw"]', override, f"unknown policy (known: {known})", '"fast"'
                 ) from None
         if isinstance(override, RetryPolicy):
-            if override.retry_on is not None and override.on_failure != "continue":
+            if (
+                override.retry_on is not None
+                and override.on_failure != "continue"
+                and self._admits(override.name)
+            ):
                 return override
             key: Any = ("policy", id(override))
         elif isinstance(override, dict):
@@ -194,13 +214,18 @@ class PolicyResolver:
             self._cache[key] = (override, policy)
         return policy
 
+    def _admits(self, name: str) -> bool:
+        return name in self._known or _OVERRIDE_NAMES(name) == name
+
     def _build(self, override: RetryPolicy | dict[str, Any]) -> RetryPolicy:
         if isinstance(override, RetryPolicy):
-            return http_policy(override)
-        try:
-            return http_policy(self.default.replace(**override))
-        except ConfigError as error:
-            raise error.at('extensions["retrymw"]') from None
+            policy = http_policy(override)
+        else:
+            try:
+                policy = http_policy(self.default.replace(**override))
+            except ConfigError as error:
+                raise error.at('extensions["retrymw"]') from None
+        return policy if self._admits(policy.name) else policy.replace(name=OVERFLOW)
 
 
 def attempt_limit(policy: RetryPolicy, elapsed: float) -> float | None:
@@ -236,30 +261,6 @@ def content_length(value: str | None) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() and len(value) < 20 else None
 
 
-def limit_sync_attempt(
-    send: Callable[[], T], request: Any, policy: RetryPolicy, clock: Clock
-) -> Callable[[], T]:
-    """Enforce a sync attempt's time limit through httpx's ``timeout`` request extension.
-
-    A blocking attempt cannot be cancelled, so each of its phases (connect, read, write, pool)
-    is capped at what the policy's ``timeout`` and ``deadline`` leave. The caller restores
-    ``request.extensions`` when the call ends.
-    """
-    if policy.timeout is None and policy.deadline is None:
-        return send
-    original = request.extensions
-    started = clock.now()
-
-    def attempt() -> T:
-        limit = policy.attempt_limit(clock.now() - started)
-        if limit is not None:  # pragma: no branch - the policy has a timeout or a deadline
-            timeout = cut_timeouts(original.get("timeout"), limit)
-            request.extensions = {**original, "timeout": timeout}
-        return send()
-
-    return attempt
-
-
 def format_target(host: str, port: int | None) -> str:
     """The telemetry target and breaker key for a host: ``host``, or ``host:port`` if not default.
 
@@ -275,8 +276,9 @@ class HttpExchange:
 
     It vetoes retries that would resend a non-idempotent request or a body that cannot be
     replayed, reads ``Retry-After`` on 429 and 503, stamps ``response.extensions`` with the
-    attempt number, and disposes of superseded responses. It works on httpx's request and
-    response objects by duck typing, so this module never imports httpx.
+    attempt number, and keeps the latest response (a call that ends in an error closes it).
+    It works on httpx's request and response objects by duck typing, so this module never
+    imports httpx.
 
     Args:
         clock: the clock whose ``wall()`` dates are compared with.
@@ -331,45 +333,9 @@ class HttpExchange:
                 hint = parse_retry_after(value, self._clock.wall())
         return Outcome(attempt, elapsed, None, result, status, hint, self._veto_sent)
 
-    async def discard(self, result: Any) -> None:
-        """Read a small superseded body so its connection is reused, then close the response."""
-        try:
-            if _drainable(result):
-                await result.aread()
-        except Exception:  # a superseded response: failing to drain only costs its connection
-            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
-        finally:
-            await result.aclose()
 
-    def discard_sync(self, result: Any) -> None:
-        """Sync twin of `discard`."""
-        try:
-            if _drainable(result):
-                result.read()
-        except Exception:
-            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
-        finally:
-            result.close()
-
-    async def abandon(self) -> None:
-        """Close the latest response: the call ends in an error and will not return it.
-
-        Shielded, so that a cancelled call still gives the connection back. Closing is
-        idempotent: a superseded response already closed costs nothing.
-        """
-        latest, self._latest = self._latest, None
-        if latest is not None:
-            with anyio.CancelScope(shield=True):
-                await latest.aclose()
-
-    def abandon_sync(self) -> None:
-        """Sync twin of `abandon`."""
-        latest, self._latest = self._latest, None
-        if latest is not None:
-            latest.close()
-
-
-def _drainable(response: Any) -> bool:
+def drainable(response: Any) -> bool:
+    """Whether a superseded response is worth reading before it is closed."""
     # Closing an unread body makes httpcore drop the connection; reading a small one keeps it.
     # An unknown length (chunked) could be endless, so it is closed unread.
     length = content_length(response.headers.get("content-length"))

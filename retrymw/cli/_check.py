@@ -2,7 +2,13 @@
 
 `load_config` stops at the first error. To report them all, the file is validated piece by
 piece (the defaults, each policy over the valid defaults, each breaker and budget), and within
-a piece the offending field is dropped and the piece validated again until it passes.
+a piece the offending field is dropped and the piece validated again until it passes. An error
+in one entry of a list (``retry_on[2]``, ``delays[1]``) drops only that entry, so the other
+entries are checked too and keep their indices in the messages.
+
+Each finding carries the line that writes its field: YAML files give it exactly (the parser's
+node marks), TOML files by a search for the key's line (`_config.files`); a field with no line
+of its own (a value inside an inline table) gets its enclosing field's.
 """
 
 from __future__ import annotations
@@ -13,22 +19,32 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from .._config.files import _read
+from .._config.files import line_of, read_document
 from .._config.loader import RetryConfig, load_config
 from .._core.backoff import CustomBackoff
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from ._common import EXIT_FAILURE, EXIT_OK, human_duration
 
-__all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "Report", "check_data", "check_file"]
+__all__ = [
+    "DESCRIPTION",
+    "EPILOG",
+    "HELP",
+    "NAME",
+    "Finding",
+    "Report",
+    "check_data",
+    "check_file",
+]
 
 NAME = "check"
-HELP = "validate config files: every error with its field path, and warnings"
+HELP = "validate config files: every error with its line and field path, and warnings"
 DESCRIPTION = """\
-Validate retrymw config files (YAML or TOML). Every error is printed with its field path,
-the bad value and an accepted example; warnings point at settings that are valid but
+Validate retrymw config files (YAML or TOML). Every error is printed with its line (exact for
+YAML, the key's line for TOML), its field path, the bad value and an accepted example; every
+bad entry of a list is reported, not only the first. Warnings point at settings that are valid but
 probably not what was meant: a backoff without a delay, a retry_budget or deadline shorter
 than the first delay, jitter on a custom delay list, attempts=1 with retry fields set."""
 EPILOG = """\
@@ -50,28 +66,47 @@ _RETRY_FIELDS = (
 _MAX_ROUNDS = 100  # a piece has far fewer fields; this only guards against a loop
 
 
+class Finding(NamedTuple):
+    """One error or warning: its message (which starts with the field path) and its line."""
+
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.message if self.line is None else f"{self.line}: {self.message}"
+
+
 @dataclass(slots=True)
 class Report:
     """What checking one file found.
 
     Attributes:
-        errors: messages that name a field path; any of them makes the file invalid.
+        errors: findings that name a field path; any of them makes the file invalid.
         warnings: valid but suspicious settings.
         policies: the names of the policies that validated.
         breakers: the names of the breakers that validated.
         budgets: the names of the budgets that validated.
+        lines: field path → line in the file, for the findings' lines.
     """
 
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     policies: list[str] = field(default_factory=list)
     breakers: list[str] = field(default_factory=list)
     budgets: list[str] = field(default_factory=list)
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def error(self, error: ConfigError) -> None:
+        """Add ``error`` with the line of its field, unless it is already there."""
+        finding = Finding(str(error), line_of(self.lines, error.field))
+        if finding not in self.errors:
+            self.errors.append(finding)
 
     def warn(self, message: str) -> None:
-        """Add ``message`` unless it is already there."""
-        if message not in self.warnings:
-            self.warnings.append(message)
+        """Add ``message`` (``"<field path>: ..."``) unless it is already there."""
+        finding = Finding(message, line_of(self.lines, message.split(": ", 1)[0]))
+        if finding not in self.warnings:
+            self.warnings.append(finding)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -85,10 +120,12 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     for name in args.configs:
         report = check_file(name)
-        for message in report.errors:
-            print(f"error: {message}")
-        for message in report.warnings:
-            print(f"warning: {message}")
+        for kind, findings in (("error", report.errors), ("warning", report.warnings)):
+            # In file order; findings about the whole file (no line) first.
+            for finding in sorted(findings, key=lambda found: found.line or 0):
+                # file:line: is what editors and terminals turn into a link to the line.
+                where = f"{name}:{finding.line}: " if finding.line is not None else ""
+                print(f"{kind}: {where}{finding.message}")
         print(f"{name}: {_summary(report)}")
         failed = failed or bool(report.errors) or (args.strict and bool(report.warnings))
     return EXIT_FAILURE if failed else EXIT_OK
@@ -117,20 +154,23 @@ def check_file(path: str) -> Report:
         ImportError: it is YAML and PyYAML is missing.
     """
     try:
-        data = _read(Path(path))
-    except ConfigError as error:  # not YAML/TOML, or a syntax error
-        return Report(errors=[str(error)])
-    return check_data(data)
+        document = read_document(Path(path))
+    except ConfigError as error:  # not YAML/TOML, a syntax error (its message has the line)
+        return Report(errors=[Finding(str(error))])
+    return check_data(document.data, lines=document.lines)
 
 
-def check_data(data: Any) -> Report:
-    """Check a parsed config (a mapping shaped like the file)."""
-    report = Report()
+def check_data(data: Any, *, lines: Mapping[str, int] | None = None) -> Report:
+    """Check a parsed config (a mapping shaped like the file).
+
+    Args:
+        data: the parsed file.
+        lines: field path → line, as `read_document` finds them; ``None`` for no lines.
+    """
+    report = Report(lines=lines or {})
     if not isinstance(data, Mapping):
         example = "retry_defaults: {attempts: 3}"
-        report.errors.append(
-            str(ConfigError("config", data, "the top level must be a mapping", example))
-        )
+        report.error(ConfigError("config", data, "the top level must be a mapping", example))
         return report
     keys = set(data)
     if "retry_config" in keys and len(keys) > 1:
@@ -206,34 +246,116 @@ def _check_components(report: Report, section: str, raw: Any) -> None:
 def _prune(
     report: Report, raw: Any, path: str, build: Callable[[Any], Any]
 ) -> tuple[Any, Mapping[str, Any]]:
-    """Build ``raw``; on each error, record it, drop the field it names and build again.
+    """Build ``raw``; on each error, record it, drop what it names and build again.
+
+    What is dropped is the entry of a list when the error is inside one (so that the next
+    entries are checked too), else the field. Errors are recorded with the indices of the
+    file, not of the shortened lists.
 
     Returns:
         What ``build`` returned (``None`` if the piece never validated) and the fields kept.
     """
     kept: Any = dict(raw) if isinstance(raw, Mapping) else raw
+    dropped: dict[str, list[int]] = {}  # list path, as in the file → indices dropped from it
     for _ in range(_MAX_ROUNDS):
-        result, error = _attempt(report, build, kept)
+        result, error = _attempt(report, build, kept, record=False)
         if error is None:
             return result, kept if isinstance(kept, Mapping) else {}
-        key = _field_key(error.field, path, kept)
-        if key is None:
-            break
-        kept = {k: v for k, v in kept.items() if k != key}
+        error = _in_file(error, dropped)
+        report.error(error)
+        shorter = _without_entry(kept, error.field, path, dropped)
+        if shorter is None:
+            key = _field_key(error.field, path, kept)
+            if key is None:
+                break
+            shorter = {k: v for k, v in kept.items() if k != key}
+        kept = shorter
     return None, {}
 
 
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def _in_file(error: ConfigError, dropped: Mapping[str, list[int]]) -> ConfigError:
+    """``error`` with each list index moved back to the file's, past the entries dropped."""
+    if not dropped:
+        return error
+    parts: list[str] = []
+    position = 0
+    for match in _INDEX.finditer(error.field):
+        parts.append(error.field[position : match.start()])
+        index = int(match[1])
+        for gone in dropped.get("".join(parts), ()):  # ascending
+            if gone <= index:
+                index += 1
+        parts.append(f"[{index}]")
+        position = match.end()
+    field = "".join(parts) + error.field[position:]
+    if field == error.field:
+        return error
+    return ConfigError(field, error.value, error.problem, error.example)
+
+
+def _without_entry(
+    kept: Any, field: str, path: str, dropped: dict[str, list[int]]
+) -> dict[str, Any] | None:
+    """``kept`` without the list entry that the error at ``field`` is in, or ``None``.
+
+    ``field`` uses the file's indices; ``dropped`` maps them to the shortened lists and
+    records the entry dropped now.
+    """
+    prefix = f"{path}." if path else ""
+    matches = list(_INDEX.finditer(field))
+    if not isinstance(kept, Mapping) or not field.startswith(prefix) or not matches:
+        return None
+    # The route to the innermost index, in the shortened lists' indices: "retry_on[2].status"
+    # drops retry_on[2], "backoff.custom.delays[1]" drops delays[1].
+    route: list[Any] = []
+    position = len(prefix)
+    for match in matches:
+        route += [key for key in field[position : match.start()].split(".") if key]
+        route.append(_shortened(int(match[1]), dropped.get(field[: match.start()], ())))
+        position = match.end()
+    *route, entry = route
+    result = dict(kept)
+    container: Any = result
+    for key in route:
+        try:
+            child = container[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+        if not isinstance(child, (Mapping, list)):
+            return None
+        container[key] = container = dict(child) if isinstance(child, Mapping) else list(child)
+    if not isinstance(container, list) or not 0 <= entry < len(container):
+        return None
+    del container[entry]
+    gone = dropped.setdefault(field[: matches[-1].start()], [])
+    gone.append(int(matches[-1][1]))
+    gone.sort()
+    return result
+
+
+def _shortened(index: int, gone: Any) -> int:
+    """Where entry ``index`` of the file's list is once the entries ``gone`` are dropped."""
+    return index - sum(1 for other in gone if other < index)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
 def _attempt(
-    report: Report, build: Callable[[Any], Any], value: Any
+    report: Report, build: Callable[[Any], Any], value: Any, *, record: bool = True
 ) -> tuple[Any, ConfigError | None]:
-    """Call ``build(value)``; record its error, or its warnings when it succeeds."""
+    """Call ``build(value)``; record its error (if ``record``), or its warnings on success."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = build(value)
         except ConfigError as error:
-            if str(error) not in report.errors:
-                report.errors.append(str(error))
+            if record:
+                report.error(error)
             return None, error
     for warning in caught:
         report.warn(str(warning.message))

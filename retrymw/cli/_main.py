@@ -101,7 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"retrymw {args.command}: error:"
     try:
         return handler(args)
-    except (CliError, ConfigError, ImportError, OSError) as error:
+    except ConfigError as error:  # an option value the command could not use: a usage error
+        if os.environ.get("RETRYMW_DEBUG"):
+            raise
+        hint = f"(see 'retrymw {args.command} --help')"
+        print(f"{prefix} {_one_line(error)} {hint}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CliError, ImportError, OSError) as error:
         if os.environ.get("RETRYMW_DEBUG"):
             raise
         print(f"{prefix} {_one_line(error)}", file=sys.stderr)

@@ -97,7 +97,10 @@ def _policy_from(args: argparse.Namespace) -> RetryPolicy:
         # `retrymw check` reports warnings; here only the timeline matters.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            config = load_config(args.config)
+            try:
+                config = load_config(args.config)
+            except ConfigError as error:  # an invalid file, not a bad option: exit code 1
+                raise CliError(str(error)) from None
         if args.policy is None:
             policy = config.defaults
         else:

@@ -823,7 +823,7 @@ def test_sync_timeout_travels_as_the_httpx_timeout_extension() -> None:
     seen: list[Any] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.extensions["timeout"])
+        seen.append(dict(request.extensions["timeout"]))  # as the attempt saw it
         return httpx.Response(503 if len(seen) == 1 else 200)
 
     with sync_client(handler, FakeClock(), timeout=2.5, deadline=60) as client:

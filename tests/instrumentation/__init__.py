@@ -72,10 +72,10 @@ class Hinting:
     ) -> Outcome:
         return Outcome(attempt, elapsed, error, result, None, self.retry_after, self.veto)
 
-    async def discard(self, result: object) -> None:
+    async def discard(self, result: object, limit: float) -> None:
         return None
 
-    def discard_sync(self, result: object) -> None:
+    def discard_sync(self, result: object, limit: float) -> None:
         return None
 
 
