@@ -282,7 +282,31 @@ def _is_timeout(outcome: Outcome) -> bool:
 
 
 def _is_network(outcome: Outcome) -> bool:
-    return outcome.exception is not None and isinstance(outcome.exception, _network_types())
+    error = outcome.exception
+    return (
+        error is not None
+        and isinstance(error, _network_types())
+        and not _certificate_rejected(error)
+    )
+
+
+def _certificate_rejected(error: BaseException) -> bool:
+    """Whether ``error`` comes from a TLS certificate that failed verification.
+
+    httpx reports that as a ``ConnectError`` caused by ``ssl.SSLCertVerificationError``; it
+    fails the same way every time, so it is no network failure to retry.
+    """
+    ssl = sys.modules.get("ssl")
+    if ssl is None:  # pragma: no cover - not imported: no TLS error can have been raised
+        return False
+    cause: BaseException | None = error
+    for _ in range(16):  # a chain may be long, or loop
+        if cause is None:
+            return False
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _is_server_error(outcome: Outcome) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from retrymw import ConfigError, Outcome, RetryPolicy, on_status
 from retrymw._core.redact import redact_url
 from retrymw._http.semantics import (
     HTTP_RETRY_ON,
+    MAX_POLICY_NAMES,
     PolicyResolver,
     attempt_limit,
     content_length,
@@ -277,6 +279,27 @@ def test_attempt_limit(fields: dict[str, Any], elapsed: float, expected: float |
     assert attempt_limit(RetryPolicy(**fields), elapsed) == expected
 
 
+def rejected_certificate(*, implicit: bool = False) -> httpx.ConnectError:
+    """A ConnectError as httpx raises it for an untrusted certificate (cause, or context)."""
+    root = ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")
+    middle = ConnectionError("handshake failed")  # httpcore's own error sits in between
+    middle.__cause__ = root
+    error = httpx.ConnectError(str(root))
+    if implicit:
+        error.__context__ = middle
+    else:
+        error.__cause__ = middle
+    return error
+
+
+def looping_chain() -> httpx.ConnectError:
+    """A ConnectError whose cause chain loops back on itself, with no certificate in it."""
+    error = httpx.ConnectError("reset")
+    other = ConnectionResetError()
+    error.__cause__, other.__cause__ = other, error
+    return error
+
+
 @pytest.mark.parametrize(
     ("outcome", "expected"),
     [
@@ -287,6 +310,11 @@ def test_attempt_limit(fields: dict[str, Any], elapsed: float, expected: float |
         pytest.param(Outcome(1, exception=TimeoutError()), True, id="attempt-timeout"),
         pytest.param(Outcome(1, exception=ConnectionResetError()), True, id="os-network"),
         pytest.param(Outcome(1, exception=httpx.UnsupportedProtocol("x")), False, id="unsupported"),
+        pytest.param(Outcome(1, exception=rejected_certificate()), False, id="certificate"),
+        pytest.param(
+            Outcome(1, exception=rejected_certificate(implicit=True)), False, id="certificate-ctx"
+        ),
+        pytest.param(Outcome(1, exception=looping_chain()), True, id="looping-chain"),
         pytest.param(Outcome(1, exception=ValueError()), False, id="value-error"),
         pytest.param(Outcome(1, status=429), True, id="429"),
         pytest.param(Outcome(1, status=502), True, id="502"),
@@ -297,7 +325,10 @@ def test_attempt_limit(fields: dict[str, Any], elapsed: float, expected: float |
     ],
 )
 def test_http_retry_on(outcome: Outcome, expected: bool) -> None:
-    """The HTTP default retries connect errors, timeouts, network errors and 429/502/503/504."""
+    """The HTTP default retries connect errors, timeouts, network errors and 429/502/503/504.
+
+    A rejected certificate is deterministic: no network error, wherever it is in the chain.
+    """
     assert HTTP_RETRY_ON(outcome) is expected
 
 
@@ -345,6 +376,27 @@ def test_resolver_cache_is_bounded() -> None:
     for delay in range(PolicyResolver.MAX_CACHED + 5):
         assert resolver.resolve({"initial_delay": delay / 1000}).initial_delay == delay / 1000
     assert len(resolver._cache) == PolicyResolver.MAX_CACHED
+
+
+def test_override_policy_names_are_a_bounded_label() -> None:
+    """2 000 per-request names: at most MAX_POLICY_NAMES of them reach telemetry, then _other.
+
+    Configured names always pass; the cap is process-wide, shared by every resolver.
+    """
+    resolver = PolicyResolver(http_policy(RetryPolicy(name="api")), {"fast": RetryPolicy()})
+    other = PolicyResolver(http_policy())
+    names = {resolver.resolve({"name": f"tenant-{n}"}).name for n in range(1000)}
+    names |= {
+        other.resolve(RetryPolicy(name=f"user-{n}", retry_on=[503])).name for n in range(1000)
+    }
+    assert "_other" in names
+    assert len(names) <= MAX_POLICY_NAMES + 1
+    assert resolver.resolve({"name": "api", "attempts": 1}).name == "api"  # configured
+    assert resolver.resolve("fast").name == "default"
+    given = RetryPolicy(name="user-0", retry_on=[503])
+    assert other.resolve(given).name in {"user-0", "_other"}
+    overflowing = other.resolve(RetryPolicy(name="user-999", attempts=7, retry_on=[503]))
+    assert (overflowing.name, overflowing.attempts) == ("_other", 7)  # only the name changes
 
 
 @pytest.mark.parametrize(
