@@ -37,9 +37,12 @@ T = TypeVar("T")
 def operation_name(fn: object) -> str:
     """The telemetry label of ``fn``: its qualified name, without ``<locals>`` prefixes."""
     target = fn.func if isinstance(fn, functools.partial) else fn
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    try:
+        name = str(getattr(target, "__qualname__", None) or type(target).__qualname__)
+    except Exception:  # a callable whose attributes raise still gets a label
+        name = type(target).__qualname__
     # "<locals>" qualnames are per-definition-site noise; keep the readable tail for labels.
-    return str(name).rsplit("<locals>.", 1)[-1]
+    return name.rsplit("<locals>.", 1)[-1]
 
 
 class Refused(BaseException):

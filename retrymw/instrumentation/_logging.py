@@ -92,7 +92,10 @@ def _describe(error_type: str, exception: BaseException | None) -> str:
     # One line per retry: multi-line messages (httpx's status errors) keep their first line.
     # The message is redacted (httpx's carries the URL, credentials and query included) and
     # computed safely: an exception whose __str__ raises must not disable this instrument.
-    text = redact_text(safe_str(exception).strip().split("\n", 1)[0])
+    # splitlines() also ends the line at "\r" and the other line breaks: one exception cannot
+    # forge a second log line.
+    lines = safe_str(exception).strip().splitlines()
+    text = redact_text(lines[0]) if lines else ""
     if len(text) > _MAX_MESSAGE:
         text = text[: _MAX_MESSAGE - 1] + "…"
     return f"{error_type}: {text}" if text else error_type

@@ -177,3 +177,34 @@ def test_config_error_shows_values_safely() -> None:
     secret = ConfigError("endpoint", "https://u:hunter2@otel.test/v1?token=t0k", "bad", "x")
     assert "hunter2" not in str(secret)
     assert "t0k" not in str(secret)
+
+
+class Unnamed:
+    """A callable whose attribute lookups raise."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+    def __call__(self) -> str:
+        return "ok"
+
+
+def test_a_callable_whose_attributes_raise_still_gets_a_label(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """The operation label falls back to the type name; the call's result is unaffected."""
+    assert make(clock, recorder).call_sync(Unnamed()) == "ok"
+    (finished,) = recorder.of_type(CallFinished)
+    assert finished.operation == "Unnamed"
+
+
+def test_a_message_cannot_forge_a_second_log_line(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the first line of a message is logged, whatever line break ends it."""
+    forged = ConnectionError("reset\rretrymw: everything is fine\x0bnothing to see")
+    with caplog.at_level(logging.WARNING, logger="retrymw"):
+        make(clock, LoggingInstrument()).call_sync(Script(forged))
+    (line,) = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert "failed with ConnectionError: reset; retrying in" in line
+    assert "everything is fine" not in line
