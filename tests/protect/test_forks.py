@@ -31,7 +31,17 @@ CHILD_TIMEOUT = 10.0  # seconds for all children together; a healthy child needs
 
 def fork_child(body: Callable[[], bool]) -> int:
     """Fork a child that runs ``body`` and exits 0 if it returned True, 1 otherwise."""
-    pid = os.fork()
+    # A tracer (coverage.py) has locks of its own that another thread may hold at the fork; the
+    # child is not measured anyway, so it runs untraced and only retrymw's locks are tested.
+    tracer = sys.gettrace()
+    sys.settrace(None)
+    try:
+        pid = os.fork()
+    except OSError:
+        sys.settrace(tracer)
+        raise
+    if pid:
+        sys.settrace(tracer)
     if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
         code = 1
         try:
