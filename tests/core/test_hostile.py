@@ -208,3 +208,47 @@ def test_a_message_cannot_forge_a_second_log_line(
     (line,) = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
     assert "failed with ConnectionError: reset; retrying in" in line
     assert "everything is fine" not in line
+
+
+class Faceless(type):
+    """A metaclass whose classes have no readable name."""
+
+    def __getattribute__(cls, name: str) -> Any:
+        if name in ("__qualname__", "__module__"):
+            raise RuntimeError("no name")
+        return super().__getattribute__(name)
+
+
+class Nameless(Exception, metaclass=Faceless):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_even_a_nameless_exception_is_described(
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """safe_str and the exception event fall back further when the type name itself raises."""
+    spans, provider = exporter
+    span = provider.get_tracer("test").start_span("s")
+    from retrymw._core.redact import safe_str
+    from retrymw.instrumentation._otel import _record_exception
+
+    assert safe_str(Nameless()) == "<object>"
+    _record_exception(span, Nameless())
+    span.end()
+    (event,) = spans.get_finished_spans()[0].events
+    assert dict(event.attributes or {})["exception.type"] == "Exception"
+    assert dict(event.attributes or {})["exception.message"] == "<object>"
+
+
+def test_a_long_message_is_cut_after_redaction(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log line keeps 200 characters of the message, and the cut never exposes a secret."""
+    error = ConnectionError("x" * 170 + " https://alice:hunter2hunter2@db.test/?token=abcdefghij")
+    with caplog.at_level(logging.WARNING, logger="retrymw"):
+        make(clock, LoggingInstrument()).call_sync(Script(error))
+    (line,) = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert "…; retrying in" in line
+    assert "hunter2" not in line
+    assert "abcdefghij" not in line
