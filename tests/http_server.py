@@ -177,14 +177,19 @@ class _Server(ThreadingHTTPServer):
     def finish_request(self, request: object, client_address: object) -> None:
         # The TLS handshake runs in the handler's thread, so a client that fails it (one that
         # does not trust the certificate) never blocks the accepting loop.
-        if self.tls is not None:
-            try:
-                request = self.tls.wrap_socket(request, server_side=True)  # type: ignore[arg-type]
-            except (OSError, ValueError):
-                with self.lock:
-                    self.handshakes_failed += 1
-                return
-        super().finish_request(request, client_address)  # type: ignore[arg-type]
+        if self.tls is None:
+            super().finish_request(request, client_address)  # type: ignore[arg-type]
+            return
+        try:
+            secured = self.tls.wrap_socket(request, server_side=True)  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            with self.lock:
+                self.handshakes_failed += 1
+            return
+        try:
+            super().finish_request(secured, client_address)
+        finally:
+            secured.close()  # it owns the socket now: shutdown_request closes a detached one
 
 
 class FlakyServer:
