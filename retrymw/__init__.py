@@ -19,6 +19,7 @@ from ._core.clock import Clock as Clock
 from ._core.durations import parse_duration as parse_duration
 from ._core.errors import CircuitOpenError as CircuitOpenError
 from ._core.errors import ConfigError as ConfigError
+from ._core.errors import LoadShedError as LoadShedError
 from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
 from ._core.errors import RetrymwError as RetrymwError
 from ._core.events import AttemptFinished as AttemptFinished
@@ -46,10 +47,15 @@ from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatisti
 from ._protect.budget import RetryBudget as RetryBudget
 from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
 from ._protect.registry import CircuitBreakerRegistry as CircuitBreakerRegistry
+from ._protect.targets import PerTarget as PerTarget
+from ._protect.throttle import AdaptiveThrottle as AdaptiveThrottle
+from ._protect.throttle import AdaptiveThrottleStatistics as AdaptiveThrottleStatistics
 from .instrumentation import set_default_instruments as set_default_instruments
 
 __all__ = [
     "Accept",
+    "AdaptiveThrottle",
+    "AdaptiveThrottleStatistics",
     "AttemptFinished",
     "AttemptStarted",
     "Backoff",
@@ -69,8 +75,10 @@ __all__ = [
     "FixedBackoff",
     "GiveUp",
     "LinearBackoff",
+    "LoadShedError",
     "Matcher",
     "Outcome",
+    "PerTarget",
     "Retrier",
     "Retry",
     "RetryBudget",

@@ -36,6 +36,8 @@ def test_public_classes_defined_in_private_modules_are_all_exported() -> None:
         "_protect.breaker",
         "_protect.budget",
         "_protect.registry",
+        "_protect.targets",
+        "_protect.throttle",
         "_config.loader",
     ):
         module = importlib.import_module(f"retrymw.{module_name}")
