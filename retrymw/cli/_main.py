@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from .._core.errors import ConfigError
 from . import _check, _demo, _plan, _simulate
-from ._common import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, CliError
+from ._common import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, CliError, silence
 
 __all__ = ["build_parser", "main"]
 
@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"retrymw {args.command}: error:"
     try:
         return handler(args)
+    except BrokenPipeError:  # `retrymw plan | head`: the reader has what it wanted
+        silence(sys.stdout)
+        return 0
     except ConfigError as error:  # an option value the command could not use: a usage error
         if os.environ.get("RETRYMW_DEBUG"):
             raise

@@ -426,3 +426,24 @@ def test_simulate_rejects_a_fault_after_the_last_call(capsys: pytest.CaptureFixt
     code, _, err = cli(capsys, "simulate", "--warmup", "1m", "--duration", "30s")
     assert code == 1
     assert "no call would meet it" in err
+
+
+def test_plan_piped_into_a_reader_that_leaves_early_exits_quietly() -> None:
+    """`retrymw plan | head -n 1`: a broken pipe ends the command with exit 0 and no traceback."""
+    plan = subprocess.Popen(
+        [sys.executable, "-m", "retrymw", "plan", "--attempts", "60", "--jitter", "full"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert plan.stdout is not None and plan.stderr is not None
+    try:
+        plan.stdout.close()  # the reader is gone before the interpreter has even started
+        assert plan.wait(timeout=WAIT) == 0
+        assert plan.stderr.read() == b""
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+            plan.wait(timeout=WAIT)
+        plan.stderr.close()
