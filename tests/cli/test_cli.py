@@ -437,7 +437,8 @@ def test_plan_piped_into_a_reader_that_leaves_early_exits_quietly() -> None:
         stderr=subprocess.PIPE,
         env=_env(),
     )
-    assert plan.stdout is not None and plan.stderr is not None
+    assert plan.stdout is not None
+    assert plan.stderr is not None
     try:
         plan.stdout.close()  # the reader is gone before the interpreter has even started
         assert plan.wait(timeout=WAIT) == 0
