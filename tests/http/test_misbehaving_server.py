@@ -355,7 +355,9 @@ async def test_rejected_certificate_is_not_retried(
         assert (await client.get(url)).status_code == 200
 
 
-def test_sync_rejected_certificate_is_not_retried(tls_server: FlakyServer) -> None:
+def test_sync_rejected_certificate_is_not_retried(
+    tls_server: FlakyServer, certificate: tuple[Path, Path]
+) -> None:
     """Sync twin, through request_sync and an explicit "network" matcher: one attempt."""
     url = tls_server.script(200)
     recorder = RecordingInstrument()
@@ -365,3 +367,8 @@ def test_sync_rejected_certificate_is_not_retried(tls_server: FlakyServer) -> No
     assert certificate_rejected(caught.value)
     assert len(recorder.of_type(AttemptStarted)) == 1
     assert handshakes_failed(tls_server) == 1
+    # The control, over bounded sockets (a deadline): a trusting client is served.
+    trusting = httpx.HTTPTransport(verify=ssl.create_default_context(cafile=certificate[0]))
+    transport = RetryTransport(trusting, policy=quick(deadline=5), instruments=(), budget=None)
+    with httpx.Client(transport=transport) as client:
+        assert client.get(url).status_code == 200
