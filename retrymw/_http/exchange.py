@@ -5,9 +5,11 @@ the request, its policy, its `Retrier`, and the engine's adapter for it), let th
 run bare when the retrier allows it, settle that attempt's response, hand the call to the
 engine if a retry is needed, and turn the engine's give-up errors into httpx errors
 (`translate`, with the three classes here, re-exported and presented by `retrymw.httpx`).
-`HttpCall` holds every step that does not wait; `drive_async` and `drive_sync` are the only
-two drivers and differ in their awaits alone (and the sync one's time limits, which travel as
-httpx timeouts because a blocking attempt cannot be cancelled). This lives apart from
+`HttpCall` holds every step, down to the responses' disposal: a superseded one is drained
+during the backoff wait and within it, the latest one is closed when the call ends in an error.
+`drive_async` and `drive_sync` are the only two drivers and differ in their awaits alone (and
+the sync one's time limits, which `limits` enforces on the sockets because a blocking attempt
+cannot be cancelled). This lives apart from
 `retrymw.httpx` so that `_httpx_client` can use it without importing the transports' module,
 which re-exports the helpers.
 """
@@ -109,11 +111,12 @@ def translate(error: Exception, request: httpx.Request, policy: RetryPolicy) -> 
 
 
 class HttpCall(HttpExchange):
-    """One request on its way through a `Retrier`: every step of a call that does not wait.
+    """One request on its way through a `Retrier`: every step of a call but the attempts.
 
     It is the engine's adapter for the request (an `HttpExchange`: idempotency, replay and
-    ``Retry-After`` rules); it also settles a bare first attempt, names the call's target,
-    checks the engine's result and turns the engine's give-up errors into httpx errors.
+    ``Retry-After`` rules, and the disposal of superseded responses); it also settles a bare
+    first attempt, names the call's target, checks the engine's result, closes the latest
+    response of a call that fails and turns the engine's give-up errors into httpx errors.
 
     Args:
         retrier: the retrier running the call (its clock reads ``Retry-After`` dates).
@@ -291,7 +294,7 @@ async def _run_async(
 
 
 def drive_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
-    """Sync twin of `drive_async`; the policy's time limits travel as httpx timeouts."""
+    """Sync twin of `drive_async`; each attempt's time limit is enforced by `limit_sync_attempt`."""
     try:
         return _run_sync(call, send)
     except BaseException:
