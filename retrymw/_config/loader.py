@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from .._core.backoff import (
 )
 from .._core.durations import MAX_DURATION, parse_duration
 from .._core.errors import ConfigError
+from .._core.forks import ForkSafeLock
 from .._core.matchers import Matcher, compile_matcher
 from .._core.policy import RetryPolicy
 from .dump import _BACKOFF, _MATCHER, to_mapping
@@ -101,9 +101,7 @@ class RetryConfig:
     budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Breakers, budgets and retriers are stateful: one of each per name, shared by every caller.
     _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
+    _lock: ForkSafeLock = field(default_factory=ForkSafeLock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("policies", "breakers", "budgets"):

@@ -53,8 +53,8 @@ from typing import Any, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.events import BreakerStateChanged, CircuitState
+from .._core.forks import after_fork_in_child
 from .counting import LazyCount
-from .forks import after_fork_in_child
 from .probes import ProbeSlots
 from .settings import BreakerSettings, breaker_settings
 from .windows import CountWindow, TimeWindow

@@ -67,8 +67,8 @@ from typing import Any, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
+from .._core.forks import after_fork_in_child
 from .counting import LazyCount
-from .forks import after_fork_in_child
 from .settings import bounded_duration, shown
 
 __all__ = ["RetryBudget", "RetryBudgetStatistics"]

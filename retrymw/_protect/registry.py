@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, final
 
 from .._core.errors import ConfigError
-from .forks import after_fork_in_child
+from .._core.forks import after_fork_in_child
 from .settings import positive_int
 
 if TYPE_CHECKING:

@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from typing import Generic, TypeVar, cast, final
 
 from .._core.errors import ConfigError
+from .._core.forks import after_fork_in_child
 from .breaker import CircuitBreaker, CircuitBreakerStatistics, Listener
 from .budget import RetryBudget, RetryBudgetStatistics
-from .forks import after_fork_in_child
 from .settings import positive_int
 from .throttle import AdaptiveThrottle, AdaptiveThrottleStatistics
 

@@ -57,7 +57,7 @@ from typing import Any, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
-from .forks import after_fork_in_child
+from .._core.forks import after_fork_in_child
 from .settings import bounded_duration, shown
 from .windows import TimeWindow
 

@@ -7,10 +7,10 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .._core.forks import ForkSafeLock
 from .._core.instruments import Instrument as Instrument
 from ._logging import LoggingInstrument as LoggingInstrument
 
@@ -29,7 +29,7 @@ __all__ = [
 
 _defaults: tuple[Instrument, ...] | None = None
 _builtin: tuple[Instrument, ...] | None = None
-_builtin_lock = threading.Lock()
+_builtin_lock = ForkSafeLock()
 
 
 def default_instruments() -> tuple[Instrument, ...]:

@@ -27,11 +27,11 @@ replaced. The unit ``"1"`` is avoided on purpose: translators disagree on it (``
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from .._core.events import AttemptOutcome, CallOutcome, CircuitState, RetryReason
+from .._core.forks import ForkSafeLock
 
 #: Instrumentation scope (tracer and meter name).
 SCOPE = "retrymw"
@@ -342,7 +342,7 @@ class BoundedValues:
         self.limit = limit
         self.overflow = overflow
         self._seen: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     def __call__(self, value: str) -> str:
         """Return ``value`` if it is (or can be) admitted, else the overflow value."""

@@ -6,7 +6,6 @@ imports it only when `PrometheusInstrument` is first asked for.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
@@ -26,6 +25,7 @@ from .._core.events import (
     RetryDenied,
     RetryScheduled,
 )
+from .._core.forks import ForkSafeLock
 from .._core.instruments import Instrument
 from . import _names as names
 
@@ -182,7 +182,7 @@ def _create(registry: CollectorRegistry, spec: names.MetricSpec) -> Any:
     return metric
 
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
 
 

@@ -146,3 +146,37 @@ def test_a_probe_in_flight_in_another_thread_does_not_block_the_child() -> None:
     codes = reap([fork_child(child)])
     assert list(codes.values()) == [0]
     assert breaker.statistics().probes_in_flight == 1  # the parent's probe is untouched
+
+
+def test_locks_off_the_hot_path_are_released_in_a_child() -> None:
+    """Locks held at fork (a config, the default instruments, a label set) are free in the child."""
+    import retrymw.instrumentation as instrumentation
+    from retrymw import load_config
+    from retrymw.instrumentation._names import BoundedValues
+
+    config = load_config({"policies": {"p": {"attempts": 2}}})
+    labels = BoundedValues(2, "_other")
+    held = (config._lock, instrumentation._builtin_lock, labels._lock)
+    for lock in held:
+        lock.__enter__()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: every lock must be free, or this hangs until the parent kills it
+            config.retrier("p")
+            labels("a")
+            instrumentation.default_instruments()
+            os._exit(0)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 0
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the child deadlocked on a lock held at fork")
+    finally:
+        for lock in held:
+            lock.__exit__(None, None, None)

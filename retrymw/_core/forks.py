@@ -1,4 +1,4 @@
-"""Fork safety: every lock in `retrymw._protect` is replaced by a fresh one in a forked child.
+"""Fork safety: every lock retrymw owns is replaced by a fresh one in a forked child.
 
 A child forked while another thread holds a lock inherits the lock *held*, but not the thread
 that would release it: its first use of the object then deadlocks (8 of 100 forks under load
@@ -19,10 +19,11 @@ disagree by the one operation in progress.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Protocol
 
-__all__ = ["ForkAware", "after_fork_in_child"]
+__all__ = ["ForkAware", "ForkSafeLock", "after_fork_in_child"]
 
 
 class ForkAware(Protocol):
@@ -49,3 +50,26 @@ def _repair_all() -> None:
 
 if hasattr(os, "register_at_fork"):  # pragma: no branch - absent only on Windows
     os.register_at_fork(after_in_child=_repair_all)
+
+
+class ForkSafeLock:
+    """A mutual-exclusion lock that every forked child gets back released.
+
+    For the locks off the hot path (registries, label sets, shared per-name objects): a ``with``
+    block costs one Python call more than a bare `threading.Lock`.
+    """
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
