@@ -11,7 +11,15 @@ from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "instant", "waits_disabled"]
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Clock",
+    "SystemClock",
+    "instant",
+    "replace_default_clock",
+    "set_instant_everywhere",
+    "waits_disabled",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -39,25 +47,37 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock: `time.monotonic`, `time.time`, `anyio.sleep` and `time.sleep`."""
+    """The real clock: `time.monotonic`, `time.time`, `anyio.sleep` and `time.sleep`.
+
+    Every object built without ``clock=`` holds this one. While a test has replaced the default
+    clock (`retrymw.testing.use_clock`, the pytest plugin's ``retrymw_clock``), it asks that
+    clock instead, so objects created at import time follow the test's virtual time too.
+    """
 
     __slots__ = ()
 
     def now(self) -> float:
         """See `Clock.now`."""
-        return time.monotonic()
+        clock = _default_clock
+        return time.monotonic() if clock is None else clock.now()
 
     def wall(self) -> float:
         """See `Clock.wall`."""
-        return time.time()
+        clock = _default_clock
+        return time.time() if clock is None else clock.wall()
 
     async def sleep(self, seconds: float) -> None:
         """See `Clock.sleep`."""
-        await anyio.sleep(seconds)
+        clock = _default_clock
+        await (anyio.sleep(seconds) if clock is None else clock.sleep(seconds))
 
     def sleep_sync(self, seconds: float) -> None:
         """See `Clock.sleep_sync`."""
-        time.sleep(seconds)
+        clock = _default_clock
+        if clock is None:
+            time.sleep(seconds)
+        else:
+            clock.sleep_sync(seconds)
 
     def __repr__(self) -> str:
         return "<SystemClock>"
@@ -67,10 +87,32 @@ SYSTEM_CLOCK = SystemClock()
 
 _WAITS_DISABLED: ContextVar[bool] = ContextVar("retrymw_waits_disabled", default=False)
 
+# The testing kit's process-wide switches. Not ContextVars: test runners (pytest-asyncio,
+# anyio's plugin) run a test in a context copied before its fixtures ran, or in a long-lived
+# runner's own context, so only a process-wide switch reaches every task of the test.
+_default_clock: Clock | None = None
+_instant_everywhere = False
+
+
+def replace_default_clock(clock: Clock | None) -> Clock | None:
+    """Make `SystemClock` delegate to ``clock`` (``None`` restores real time); return the old one."""
+    global _default_clock
+    previous = _default_clock
+    _default_clock = None if isinstance(clock, SystemClock) else clock
+    return previous
+
+
+def set_instant_everywhere(on: bool) -> bool:
+    """Turn ``instant()`` on for every task and thread of the process; return the old setting."""
+    global _instant_everywhere
+    previous = _instant_everywhere
+    _instant_everywhere = on
+    return previous
+
 
 def waits_disabled() -> bool:
-    """Whether ``instant()`` is active in the current context."""
-    return _WAITS_DISABLED.get()
+    """Whether ``instant()`` is active in the current context (or everywhere, for a test)."""
+    return _instant_everywhere or _WAITS_DISABLED.get()
 
 
 class instant:
