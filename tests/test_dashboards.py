@@ -258,13 +258,15 @@ RECORDS = [rule for group in RULES["groups"] for rule in group["rules"] if "reco
 
 
 def test_the_alerts_of_the_issue_exist():
-    """High retry ratio, failing calls, budget exhausted, circuit open and flapping all alert."""
+    """High retry ratio, failing calls, budget exhausted, circuit open, flapping and SLO burn."""
     assert {rule["alert"] for rule in ALERTS} == {
         "RetrymwHighRetryRatio",
         "RetrymwCallsFailingAfterRetries",
         "RetrymwRetryBudgetExhausted",
         "RetrymwCircuitOpen",
         "RetrymwCircuitFlapping",
+        "RetrymwErrorBudgetBurnFast",
+        "RetrymwErrorBudgetBurnSlow",
     }
     assert "retrymw:amplification:rate5m" in {rule["record"] for rule in RECORDS}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 __all__ = [
+    "Attached",
     "AttemptFinished",
     "AttemptOutcome",
     "AttemptStarted",
@@ -33,6 +34,7 @@ CallOutcome = Literal[
     "budget_exhausted",
     "throttled",
     "circuit_open",
+    "shed",
     "deadline_exceeded",
     "cancelled",
 ]
@@ -43,9 +45,11 @@ RetryReason = Literal[
     "throttled",
     "deadline_exceeded",
     "circuit_open",
+    "shed",
     "not_idempotent",
     "body_not_replayable",
     "retry_after_exceeds_limit",
+    "server_said_no",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
 
@@ -61,6 +65,8 @@ class Outcome(NamedTuple):
         status: the HTTP status of the result or of the exception, if any.
         retry_after: a server's ``Retry-After`` hint in seconds, if any.
         veto: a reason that forbids a retry whatever the matcher says (e.g. ``not_idempotent``).
+        retry_after_header: the response header that set ``retry_after`` (``retry-after-ms``,
+            ``x-ratelimit-reset-tokens``...), if any.
     """
 
     attempt: int
@@ -70,6 +76,7 @@ class Outcome(NamedTuple):
     status: int | None = None
     retry_after: float | None = None
     veto: RetryReason | None = None
+    retry_after_header: str | None = None
 
 
 class CallStarted(NamedTuple):
@@ -108,7 +115,11 @@ class AttemptFinished(NamedTuple):
 
 
 class RetryScheduled(NamedTuple):
-    """Attempt ``attempt`` failed and the next one runs after ``delay`` seconds."""
+    """Attempt ``attempt`` failed and the next one runs after ``delay`` seconds.
+
+    ``retry_after`` is the server's least delay, if it gave one, and ``retry_after_header`` the
+    header that gave it (``retry-after``, ``retry-after-ms``, ``x-ratelimit-reset-tokens``...).
+    """
 
     policy: str
     target: str
@@ -120,6 +131,7 @@ class RetryScheduled(NamedTuple):
     retry_after: float | None = None
     exception: BaseException | None = None
     budget_available: float | None = None
+    retry_after_header: str | None = None
 
 
 class RetryDenied(NamedTuple):
@@ -157,3 +169,19 @@ class BreakerStateChanged(NamedTuple):
     previous_state: CircuitState
     state: CircuitState
     time: float
+
+
+class Attached(NamedTuple):
+    """A policy, breaker, budget or throttle now governs the calls of ``policy`` to ``target``.
+
+    Announced once per live object: the `RetryPolicy` and a shared protection when a `Retrier`
+    is built (``target`` empty), a `PerTarget`'s instance when it is created for ``target``. It
+    lets instruments export every series the object can have from the start (a healthy circuit
+    reads ``closed`` = 1 and its transitions 0, so ``increase()`` sees the first trip) and read
+    live gauges from it. ``subject`` is the `RetryPolicy`, `CircuitBreaker`, `RetryBudget` or
+    `AdaptiveThrottle` itself (never a `PerTarget`); instruments must not keep it alive.
+    """
+
+    policy: str
+    target: str
+    subject: object

@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from .events import (
+    Attached,
     AttemptFinished,
     AttemptStarted,
     BreakerStateChanged,
@@ -62,6 +63,12 @@ class Instrument:
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """A circuit breaker changed state."""
 
+    def attached(self, event: Attached, /) -> None:
+        """A policy, breaker, budget or throttle starts governing calls (see `Attached`).
+
+        .. versionadded:: 0.2
+        """
+
     def listening(self) -> bool:
         """Whether the per-call hooks would record anything now (checked once per call).
 
@@ -80,6 +87,7 @@ HOOKS = (
     "retry_denied",
     "call_finished",
     "breaker_state_changed",
+    "attached",
 )
 
 
@@ -169,6 +177,7 @@ class Dispatch:
         self.retry_denied = _table(guards, "retry_denied")
         self.call_finished = _table(guards, "call_finished")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
+        self.attached = _table(guards, "attached")
         # The guards of instruments that can be idle (they override `listening`).
         self.idle_guards = tuple(
             guard
@@ -220,6 +229,16 @@ class Dispatch:
             except Exception:
                 guard.fail(method.__name__)
         return Scopes(entered) if entered else NO_SCOPES
+
+    def attach(self, policy: str, target: str, subject: object) -> None:
+        """Announce a live policy, breaker, budget or throttle to the instruments (never raises).
+
+        The `Retrier` calls it once per live object: at construction for its policy and for a
+        protection shared by every target (``target`` ""), and when a `PerTarget` creates a
+        target's instance. Instruments tolerate a repeated announcement.
+        """
+        if self.attached:
+            self.emit(self.attached, Attached(policy, target, subject))
 
     def breaker_listener(self, event: BreakerStateChanged) -> None:
         """Forward a breaker transition to the instruments (registered on breakers)."""

@@ -65,6 +65,12 @@ LABEL_ERROR_TYPE = "error_type"
 LABEL_CIRCUIT = "retrymw_circuit"
 LABEL_CIRCUIT_STATE = "retrymw_circuit_state"
 LABEL_CIRCUIT_PREVIOUS_STATE = "retrymw_circuit_previous_state"
+# `retrymw_policy_info` only: the policy's settings (seconds as ``%g``; "" when unset).
+LABEL_POLICY_ATTEMPTS = "retrymw_policy_attempts"
+LABEL_POLICY_INITIAL_DELAY = "retrymw_policy_initial_delay"
+LABEL_POLICY_MAX_DELAY = "retrymw_policy_max_delay"
+LABEL_POLICY_TIMEOUT = "retrymw_policy_timeout"
+LABEL_POLICY_DEADLINE = "retrymw_policy_deadline"
 
 # -- OpenTelemetry attribute keys (spans and metric attributes) -----------------------------------
 
@@ -77,6 +83,11 @@ ATTR_ERROR_TYPE = "error.type"  # semconv
 ATTR_CIRCUIT = "retrymw.circuit"
 ATTR_CIRCUIT_STATE = "retrymw.circuit.state"
 ATTR_CIRCUIT_PREVIOUS_STATE = "retrymw.circuit.previous_state"
+ATTR_POLICY_ATTEMPTS = "retrymw.policy.attempts"
+ATTR_POLICY_INITIAL_DELAY = "retrymw.policy.initial_delay"
+ATTR_POLICY_MAX_DELAY = "retrymw.policy.max_delay"
+ATTR_POLICY_TIMEOUT = "retrymw.policy.timeout"
+ATTR_POLICY_DEADLINE = "retrymw.policy.deadline"
 #: Spans only: the policy's ``attempts`` (call span).
 ATTR_MAX_ATTEMPTS = "retrymw.max_attempts"
 #: Spans only: attempts the call made (call span, at the end).
@@ -88,6 +99,8 @@ ATTR_ATTEMPT = "retrymw.attempt"
 ATTR_BACKOFF_DELAY = "retrymw.backoff.delay"
 #: Spans only: the server's ``Retry-After`` hint in seconds, when there was one (backoff span).
 ATTR_RETRY_AFTER = "retrymw.retry_after"
+#: Spans only: the header that gave that hint (``retry-after-ms``, ``x-ratelimit-reset-tokens``...).
+ATTR_RETRY_AFTER_HEADER = "retrymw.retry_after.header"
 
 # HTTP semantic conventions (stable) on the CLIENT attempt spans.
 ATTR_HTTP_METHOD = "http.request.method"
@@ -97,6 +110,8 @@ ATTR_SERVER_PORT = "server.port"
 ATTR_URL_FULL = "url.full"
 ATTR_HTTP_STATUS_CODE = "http.response.status_code"
 ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
+ATTR_NETWORK_PROTOCOL_VERSION = "network.protocol.version"
+ATTR_URL_SCHEME = "url.scheme"
 
 # Exception events (semconv), written by retrymw itself so that message and stack trace are
 # redacted and a failing ``__str__`` cannot break them.
@@ -115,6 +130,11 @@ ATTRIBUTE_OF_LABEL: dict[str, str] = {
     LABEL_CIRCUIT: ATTR_CIRCUIT,
     LABEL_CIRCUIT_STATE: ATTR_CIRCUIT_STATE,
     LABEL_CIRCUIT_PREVIOUS_STATE: ATTR_CIRCUIT_PREVIOUS_STATE,
+    LABEL_POLICY_ATTEMPTS: ATTR_POLICY_ATTEMPTS,
+    LABEL_POLICY_INITIAL_DELAY: ATTR_POLICY_INITIAL_DELAY,
+    LABEL_POLICY_MAX_DELAY: ATTR_POLICY_MAX_DELAY,
+    LABEL_POLICY_TIMEOUT: ATTR_POLICY_TIMEOUT,
+    LABEL_POLICY_DEADLINE: ATTR_POLICY_DEADLINE,
 }
 
 # -- spans and span events ------------------------------------------------------------------------
@@ -300,6 +320,83 @@ METRICS: tuple[MetricSpec, ...] = (
     CIRCUIT_STATE,
     CIRCUIT_TRANSITIONS,
 )
+
+# -- saturation gauges and the policy info metric (DESIGN §6: "what an operator needs to see
+# saturation coming"). Exported from the moment a `Retrier` announces the object (`Attached`),
+# read live from its ``statistics()``. Not in `METRICS`, which is DESIGN's table of ten.
+
+RETRY_BUDGET_CAPACITY = MetricSpec(
+    "retrymw_retry_budget_capacity",
+    "retrymw.retry_budget.capacity",
+    "gauge",
+    "{token}",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Current capacity of the cross-call retry budget (plot it next to the available tokens).",
+    multiprocess_mode="livemin",
+)
+THROTTLE_REJECT_PROBABILITY = MetricSpec(
+    "retrymw_throttle_reject_probability",
+    "retrymw.throttle.reject_probability",
+    "gauge",
+    "{probability}",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Probability that the adaptive throttle sheds the next attempt, in [0, max_reject].",
+    multiprocess_mode="livemax",
+)
+CIRCUIT_FAILURE_RATE = MetricSpec(
+    "retrymw_circuit_failure_rate",
+    "retrymw.circuit.failure_rate",
+    "gauge",
+    "{ratio}",
+    (LABEL_CIRCUIT,),
+    "Failed share of the attempts in the breaker's sliding window (0 when it is empty).",
+    multiprocess_mode="livemax",
+)
+CIRCUIT_FAILURE_RATE_THRESHOLD = MetricSpec(
+    "retrymw_circuit_failure_rate_threshold",
+    "retrymw.circuit.failure_rate_threshold",
+    "gauge",
+    "{ratio}",
+    (LABEL_CIRCUIT,),
+    "The failure rate that opens the circuit (absent when the rate rule is off).",
+    multiprocess_mode="livemax",
+)
+POLICY_INFO = MetricSpec(
+    "retrymw_policy_info",
+    "retrymw.policy.info",
+    "gauge",
+    "{policy}",
+    (
+        LABEL_POLICY,
+        LABEL_POLICY_ATTEMPTS,
+        LABEL_POLICY_INITIAL_DELAY,
+        LABEL_POLICY_MAX_DELAY,
+        LABEL_POLICY_TIMEOUT,
+        LABEL_POLICY_DEADLINE,
+    ),
+    "Always 1: a retry policy's attempts, delays and time limits, as labels.",
+    multiprocess_mode="livemax",
+)
+
+#: The gauges exported live for announced objects, beyond DESIGN's ten.
+LIVE_GAUGES: tuple[MetricSpec, ...] = (
+    RETRY_BUDGET_CAPACITY,
+    THROTTLE_REJECT_PROBABILITY,
+    CIRCUIT_FAILURE_RATE,
+    CIRCUIT_FAILURE_RATE_THRESHOLD,
+    POLICY_INFO,
+)
+
+#: Every transition a breaker can make: counters pre-created at 0 for each announced circuit.
+CIRCUIT_TRANSITION_PAIRS: tuple[tuple[CircuitState, CircuitState], ...] = (
+    ("closed", "open"),
+    ("open", "half_open"),
+    ("half_open", "closed"),
+    ("half_open", "open"),
+)
+
+#: The OTel HTTP client semantic-convention metric, recorded per attempt on the HTTP path.
+HTTP_CLIENT_REQUEST_DURATION = "http.client.request.duration"
 
 _UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")

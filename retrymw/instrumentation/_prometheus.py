@@ -1,4 +1,4 @@
-"""`PrometheusInstrument`: the ten metrics of DESIGN §6 through prometheus_client.
+"""`PrometheusInstrument`: the metrics of DESIGN §6 through prometheus_client.
 
 Importing this module needs prometheus_client (the ``prometheus`` extra); the package namespace
 imports it only when `PrometheusInstrument` is first asked for.
@@ -6,12 +6,17 @@ imports it only when `PrometheusInstrument` is first asked for.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import math
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
 try:
     import prometheus_client
+    import prometheus_client.values
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 except ImportError:
     raise ImportError(
@@ -19,6 +24,7 @@ except ImportError:
     ) from None
 
 from .._core.events import (
+    Attached,
     AttemptFinished,
     BreakerStateChanged,
     CallFinished,
@@ -74,6 +80,11 @@ class _Metrics:
         self.budget = _create(registry, names.RETRY_BUDGET_AVAILABLE)
         self.circuit_state = _create(registry, names.CIRCUIT_STATE)
         self.transitions = _create(registry, names.CIRCUIT_TRANSITIONS)
+        self.budget_capacity = _create(registry, names.RETRY_BUDGET_CAPACITY)
+        self.reject_probability = _create(registry, names.THROTTLE_REJECT_PROBABILITY)
+        self.failure_rate = _create(registry, names.CIRCUIT_FAILURE_RATE)
+        self.failure_rate_threshold = _create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
+        self.policy_info = _create(registry, names.POLICY_INFO)
         self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
@@ -86,6 +97,20 @@ class _Metrics:
         self.budget_children: dict[tuple[str, str], Any] = {}
         self.denied_children: dict[tuple[str, str, str], Any] = {}
         self.pairs: set[tuple[str, str]] = set()
+        # Announced objects (`Attached`). A protection shared by every target of a policy is
+        # announced with target "": it is wired to each (policy, target) as the target appears.
+        self.shared: dict[str, list[weakref.ref[Any]]] = {}
+        self.wired: set[tuple[str, str, int]] = set()
+        self.circuits: set[str] = set()
+        self.policies: dict[str, tuple[str, ...]] = {}
+        # Multiprocess mode cannot compute gauges at scrape time (the collector reads files):
+        # they are refreshed from the live objects as calls finish, at most once a second.
+        self.multiprocess = (
+            prometheus_client.values.ValueClass is not prometheus_client.values.MutexValue
+        )
+        self.refreshers: dict[tuple[str, str], list[Callable[[], None]]] = {}
+        self.refreshed_at: dict[tuple[str, str], float] = {}
+        self.lock = ForkSafeLock()
 
     def precreate(self, policy: str, target: str) -> None:
         """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
@@ -98,6 +123,143 @@ class _Metrics:
         for reason in names.REASONS:
             self.denied.labels(policy, target, reason)
         self.attempts.labels(policy, target, "success", "")
+        if target:
+            for ref in self.shared.get(policy, ()):
+                subject = ref()
+                if subject is not None:
+                    self.attach(policy, target, subject)
+
+    # -- announced objects (`Attached`) ----------------------------------------------------------
+
+    def attach(self, policy: str, raw_target: str, subject: object) -> None:
+        """Export every series ``subject`` can have, for ``policy`` and ``raw_target``."""
+        from .._core.policy import RetryPolicy
+        from .._protect.breaker import CircuitBreaker
+        from .._protect.budget import RetryBudget
+        from .._protect.throttle import AdaptiveThrottle
+
+        if isinstance(subject, RetryPolicy):
+            self.policy(subject)
+            return
+        if isinstance(subject, CircuitBreaker):
+            # A circuit is its own label: the target plays no part.
+            self.circuit_of(subject)
+            return
+        if not isinstance(subject, (RetryBudget, AdaptiveThrottle)):
+            return
+        if not raw_target:
+            with self.lock:
+                refs = self.shared.setdefault(policy, [])
+                if any(ref() is subject for ref in refs):
+                    return
+                refs.append(weakref.ref(subject))
+                targets = [target for known, target in self.pairs if known == policy]
+            for target in targets:
+                self.attach(policy, target, subject)
+            return
+        target = self.target(raw_target)
+        key = (policy, target, id(subject))
+        with self.lock:
+            if key in self.wired:
+                return
+            self.wired.add(key)
+        self.precreate(policy, target)
+        ref = weakref.ref(subject)
+        if isinstance(subject, RetryBudget):
+            self.live(
+                (policy, target),
+                (
+                    (self.budget.labels(policy, target), lambda b: b.available()),
+                    (
+                        self.budget_capacity.labels(policy, target),
+                        lambda b: b.statistics().capacity,
+                    ),
+                ),
+                ref,
+            )
+        else:
+            self.live(
+                (policy, target),
+                (
+                    (
+                        self.reject_probability.labels(policy, target),
+                        lambda t: t.reject_probability(),
+                    ),
+                ),
+                ref,
+            )
+
+    def circuit_of(self, breaker: Any) -> None:
+        """A healthy circuit reads closed = 1 and 0 transitions from its creation."""
+        circuit = self.circuit(breaker.name)
+        with self.lock:
+            if circuit in self.circuits:
+                return
+            self.circuits.add(circuit)
+        state = breaker.statistics().state
+        for name in names.CIRCUIT_STATES:
+            self.circuit_state.labels(circuit, name).set(1 if name == state else 0)
+        for previous, current in names.CIRCUIT_TRANSITION_PAIRS:
+            self.transitions.labels(circuit, previous, current)
+        ref = weakref.ref(breaker)
+        gauges: list[tuple[Any, Callable[[Any], float]]] = [
+            (self.failure_rate.labels(circuit), _failure_rate)
+        ]
+        settings = getattr(breaker, "_settings", None)
+        threshold = getattr(settings, "failure_rate_threshold", None)
+        if threshold is not None:
+            self.failure_rate_threshold.labels(circuit).set(threshold)
+        self.live(("", circuit), gauges, ref)
+
+    def live(
+        self,
+        key: tuple[str, str],
+        gauges: tuple[tuple[Any, Callable[[Any], float]], ...]
+        | list[tuple[Any, Callable[[Any], float]]],
+        ref: weakref.ref[Any],
+    ) -> None:
+        """Make each gauge read ``read(subject)``: at scrape time, or as calls finish."""
+        for gauge, read in gauges:
+            reader = functools.partial(_read, ref, read)
+            if self.multiprocess:
+                setter = functools.partial(_set, gauge, reader)
+                setter()
+                with self.lock:
+                    self.refreshers.setdefault(key, []).append(setter)
+            else:
+                gauge.set_function(reader)
+
+    def refresh(self, key: tuple[str, str]) -> None:
+        """Multiprocess mode: write the live gauges of ``key`` (at most once a second)."""
+        setters = self.refreshers.get(key)
+        if not setters:
+            return
+        now = time.monotonic()
+        if now - self.refreshed_at.get(key, -math.inf) < 1.0:
+            return
+        self.refreshed_at[key] = now
+        for setter in setters:
+            setter()
+
+    def policy(self, policy: Any) -> None:
+        """``retrymw_policy_info`` = 1 with the policy's settings; one series per policy name."""
+        values = (
+            str(policy.attempts),
+            _seconds(policy.initial_delay),
+            _seconds(policy.max_delay),
+            _seconds(policy.timeout),
+            _seconds(policy.deadline),
+        )
+        with self.lock:
+            previous = self.policies.get(policy.name)
+            if previous == values:
+                return
+            self.policies[policy.name] = values
+        if previous is not None:
+            # Same name, new settings: the info series says what governs calls now.
+            with contextlib.suppress(KeyError):
+                self.policy_info.remove(policy.name, *previous)
+        self.policy_info.labels(policy.name, *values).set(1)
 
     def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any, Any]:
         target = self.target(raw_target)
@@ -147,6 +309,30 @@ class _Metrics:
         if target == raw_target:
             self.denied_children[policy, target, reason] = child
         return child
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else format(value, "g")
+
+
+def _failure_rate(breaker: Any) -> float:
+    stats = breaker.statistics()
+    return stats.window_failures / stats.window_calls if stats.window_calls else 0.0
+
+
+def _read(ref: weakref.ref[Any], read: Callable[[Any], float]) -> float:
+    """The live value, NaN once the object is gone (an evicted target); never raises."""
+    subject = ref()
+    if subject is None:
+        return math.nan
+    try:
+        return float(read(subject))
+    except Exception:  # a scrape must never fail because of one object
+        return math.nan
+
+
+def _set(gauge: Any, reader: Callable[[], float]) -> None:
+    gauge.set(reader())
 
 
 def _create(registry: CollectorRegistry, spec: names.MetricSpec) -> Any:
@@ -225,6 +411,10 @@ class PrometheusInstrument(Instrument):
         self.registry = registry if registry is not None else prometheus_client.REGISTRY
         self._metrics = _metrics_for(self.registry)
 
+    def attached(self, event: Attached, /) -> None:
+        """Export every series of an announced policy, breaker, budget or throttle at once."""
+        self._metrics.attach(event.policy, event.target, event.subject)
+
     def attempt_finished(self, event: AttemptFinished, /) -> None:
         """Count the attempt and observe its duration."""
         metrics = self._metrics
@@ -269,11 +459,23 @@ class PrometheusInstrument(Instrument):
         children[2].observe(event.attempts, exemplar)
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
+        if metrics.multiprocess:
+            metrics.refresh((event.policy, metrics.target(event.target)))
 
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Count the transition and move the state-set gauge."""
         metrics = self._metrics
         circuit = metrics.circuit(event.circuit)
+        with metrics.lock:
+            first = circuit not in metrics.circuits
+            metrics.circuits.add(circuit)
+        if first:
+            # Never announced (a breaker built outside a Retrier): the other transitions exist
+            # from now on, so that at least the next trip is seen by increase().
+            for previous, current in names.CIRCUIT_TRANSITION_PAIRS:
+                metrics.transitions.labels(circuit, previous, current)
+        if metrics.multiprocess:
+            metrics.refresh(("", circuit))
         metrics.transitions.labels(circuit, event.previous_state, event.state).inc(1, _exemplar())
         for state in names.CIRCUIT_STATES:
             metrics.circuit_state.labels(circuit, state).set(1 if state == event.state else 0)

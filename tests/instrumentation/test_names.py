@@ -44,11 +44,12 @@ DESIGN_METRICS = {
     ),
 }
 DESIGN_OUTCOMES = (
-    "success failure exhausted budget_exhausted throttled circuit_open deadline_exceeded cancelled"
+    "success failure exhausted budget_exhausted throttled circuit_open shed deadline_exceeded "
+    "cancelled"
 )
 DESIGN_REASONS = (
     "max_attempts budget_exhausted throttled deadline_exceeded circuit_open not_idempotent "
-    "body_not_replayable retry_after_exceeds_limit"
+    "body_not_replayable retry_after_exceeds_limit server_said_no"
 )
 #: Scenarios that between them touch all ten metrics.
 ALL_TEN = ("success_after_2_retries", "exhausted", "circuit_open")
