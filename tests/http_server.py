@@ -1,6 +1,7 @@
 """A scripted HTTP/1.1 server on 127.0.0.1 for the transport tests.
 
-Each endpoint ``/s/<key>`` plays a script of `Step`s, one per request (the last step repeats,
+Each endpoint ``/s/<key>`` (and any path below it, so an SDK can take it as its base URL)
+plays a script of `Step`s, one per request (the last step repeats,
 or the script cycles). Steps can answer with a status and headers, drop the connection without
 a response, answer slowly, truncate the body, trickle the head or the body byte by byte, or
 stall between them. The server counts the connections it accepted and the ones still open, and
@@ -57,6 +58,7 @@ class Received:
     method: str
     headers: dict[str, str]
     body: bytes
+    path: str = ""
 
 
 class _Script:
@@ -111,12 +113,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         body = self._read_body()
-        key = self.path.split("?", 1)[0].removeprefix("/s/")
+        # /s/<key>, or /s/<key>/<api path> for an SDK whose base URL is the script's URL.
+        key = self.path.split("?", 1)[0].removeprefix("/s/").split("/", 1)[0]
         with self.server.lock:
             script = self.server.scripts.get(key)
             step = script.next_step() if script is not None else Step(status=404, body=b"")
             if script is not None and script.record:
-                script.received.append(Received(self.command, dict(self.headers.items()), body))
+                script.received.append(
+                    Received(self.command, dict(self.headers.items()), body, self.path)
+                )
         if step.delay and self.server.stopping.wait(step.delay):
             step = Step(drop=True)
         if step.drop:

@@ -290,6 +290,7 @@ def _spans_table() -> str:
         names.ATTR_ATTEMPT,
         names.ATTR_ERROR_TYPE,
         names.ATTR_RETRY_AFTER,
+        names.ATTR_RETRY_AFTER_HEADER,
     )
 
     transition = (names.ATTR_CIRCUIT, names.ATTR_CIRCUIT_PREVIOUS_STATE, names.ATTR_CIRCUIT_STATE)

@@ -56,6 +56,7 @@ _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "not_idempotent": "failure",
     "body_not_replayable": "failure",
     "retry_after_exceeds_limit": "failure",
+    "server_said_no": "failure",
 }
 
 _NOTE_PREFIX = "retrymw: gave up after attempt "
@@ -69,6 +70,7 @@ _WHY: dict[RetryReason, str] = {
     "not_idempotent": "the request is not idempotent",
     "body_not_replayable": "the request body cannot be replayed",
     "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
+    "server_said_no": "the server said not to retry (x-should-retry: false)",
 }
 
 
@@ -297,6 +299,7 @@ class CallRun:
                         outcome.retry_after,
                         error,
                         self._budget_available(),
+                        outcome.retry_after_header,
                     ),
                 )
             else:

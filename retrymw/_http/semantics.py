@@ -1,8 +1,9 @@
-"""HTTP semantics without importing httpx: methods, statuses, ``Retry-After``, URLs, policies.
+"""HTTP semantics without importing httpx: methods, statuses, server hints, URLs, policies.
 
-Everything here is pure and synchronous so that `retrymw.httpx` stays a thin wrapper and the
-rules are tested without a client, a server or an event loop. ``Retry-After`` values are read
-by `_retry_after`, whose `parse_retry_after` is re-exported here.
+Everything here is pure and synchronous so that the transports of both flavours (`retrymw.httpx`,
+`retrymw.httpx2`) stay thin wrappers and the rules are tested without a client, a server or an
+event loop. Server hints (``Retry-After``, ``retry-after-ms``, ``x-should-retry``, the
+rate-limit resets...) are read by `hints`, whose `parse_retry_after` is re-exported here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .._core.events import Outcome, RetryReason
 from .._core.matchers import Matcher, compile_matcher, on_status
 from .._core.policy import RetryPolicy
 from ..instrumentation._names import OVERFLOW, BoundedValues
-from .retry_after import WHITESPACE, parse_retry_after
+from .hints import NO_HINTS, WHITESPACE, parse_retry_after, read_hints, should_retry
 
 __all__ = [
     "DRAIN_GRACE",
@@ -29,7 +30,8 @@ __all__ = [
     "POLICY_EXTENSION",
     "REPLAY_LIMIT",
     "RETRYABLE_STATUSES",
-    "RETRY_AFTER_STATUSES",
+    "RETRY_COUNT_HEADER",
+    "SERVER_SAYS_RETRY",
     "HttpExchange",
     "PolicyResolver",
     "attempt_limit",
@@ -57,8 +59,10 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRAC
 IDEMPOTENCY_KEY_HEADER = "idempotency-key"
 #: Statuses the default HTTP policy retries.
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-#: Statuses whose ``Retry-After`` header is honoured (urllib3 also lists 413; we do not retry it).
-RETRY_AFTER_STATUSES = frozenset({429, 503})
+#: The retry-count header the OpenAI and Anthropic SDKs send (Stainless-generated clients): the
+#: transport keeps it true to the real attempt, and a value of 1 or more on arrival means the SDK
+#: is retrying on top of the transport.
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
 #: A superseded response with a known ``Content-Length`` up to this size is read before it is
 #: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
 DRAIN_LIMIT = 64 * 1024
@@ -72,18 +76,37 @@ DRAIN_TIMEOUT = 1.0
 REPLAY_LIMIT = 16 * 1024 * 1024
 
 
+def _server_says_retry(outcome: Outcome) -> bool:
+    status = outcome.status
+    if status is None or status < 400 or outcome.exception is not None:
+        return False
+    return should_retry(getattr(outcome.result, "headers", None) or {}) is True
+
+
+#: Matches an error response whose ``x-should-retry`` header says ``true``: the server allows a
+#: retry of a status ``retry_on`` does not list. Every HTTP policy has it (`http_policy`); the
+#: idempotency rules still apply, and ``x-should-retry: false`` forbids a retry (a veto).
+SERVER_SAYS_RETRY = Matcher(_server_says_retry, ("x_should_retry",), uses_results=True)
+
+
 def _http_retry_on() -> Matcher:
     # Statuses first, as one set lookup: most outcomes a transport sees are responses.
     matcher = compile_matcher([on_status(*sorted(RETRYABLE_STATUSES)), "timeout", "network"])
     if matcher is None:  # pragma: no cover - a non-empty list always compiles to a matcher
         raise AssertionError("HTTP_RETRY_ON")
-    return matcher
+    return matcher | SERVER_SAYS_RETRY
 
 
-#: The default ``retry_on`` for HTTP. ``"network"`` covers httpx's ``ConnectError`` and every
-#: other ``NetworkError`` plus ``RemoteProtocolError``; ``"timeout"`` covers ``ConnectTimeout``
-#: and every other httpx timeout, and the per-attempt timeout.
+#: The default ``retry_on`` for HTTP. ``"network"`` covers the ``ConnectError`` and every other
+#: ``NetworkError`` plus ``RemoteProtocolError`` of httpx and httpx2; ``"timeout"`` covers their
+#: ``ConnectTimeout`` and every other timeout, and the per-attempt timeout. An error response
+#: with ``x-should-retry: true`` matches too (`SERVER_SAYS_RETRY`).
 HTTP_RETRY_ON = _http_retry_on()
+
+
+def _honours_server(matcher: Matcher) -> bool:
+    # Matchers compare by how they were built; an "any" keeps its parts (see `any_of`).
+    return matcher == SERVER_SAYS_RETRY or SERVER_SAYS_RETRY in getattr(matcher, "_parts", ())
 
 
 def is_idempotent(method: str) -> bool:
@@ -93,6 +116,9 @@ def is_idempotent(method: str) -> bool:
 
 def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
     """Return ``policy`` ready for HTTP: without ``retry_on`` it gets `HTTP_RETRY_ON`.
+
+    A policy's own ``retry_on`` gets `SERVER_SAYS_RETRY` added, so that a server's
+    ``x-should-retry: true`` is honoured whatever statuses the policy lists.
 
     For a coroutine an empty ``retry_on`` means "any exception"; for a transport that would
     retry ``UnsupportedProtocol`` and never a 503, so HTTP fills in its own default instead.
@@ -117,6 +143,8 @@ def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
         )
     if policy.retry_on is None:
         return policy.replace(retry_on=HTTP_RETRY_ON)
+    if not _honours_server(policy.retry_on):
+        return policy.replace(retry_on=policy.retry_on | SERVER_SAYS_RETRY)
     return policy
 
 
@@ -187,6 +215,7 @@ class PolicyResolver:
         if isinstance(override, RetryPolicy):
             if (
                 override.retry_on is not None
+                and _honours_server(override.retry_on)
                 and override.on_failure != "continue"
                 and self._admits(override.name)
             ):
@@ -275,8 +304,9 @@ class HttpExchange:
     """The engine's view of one HTTP request (its `AttemptAdapter`).
 
     It vetoes retries that would resend a non-idempotent request or a body that cannot be
-    replayed, reads ``Retry-After`` on 429 and 503, stamps ``response.extensions`` with the
-    attempt number, and keeps the latest response (a call that ends in an error closes it).
+    replayed, or that the server forbids (``x-should-retry: false``), reads the server's delay
+    hints on error responses (`read_hints`: the longest wins), stamps ``response.extensions``
+    with the attempt number, and keeps the latest response (a call that ends in an error closes it).
     It works on httpx's request and response objects by duck typing, so this module never
     imports httpx.
 
@@ -318,7 +348,7 @@ class HttpExchange:
     def outcome(
         self, attempt: int, elapsed: float, result: Any, error: Exception | None
     ) -> Outcome:
-        """Describe one attempt: status, ``Retry-After`` hint and the veto that applies."""
+        """Describe one attempt: status, the server's hints and the veto that applies."""
         if error is not None:
             veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
             return Outcome(attempt, elapsed, error, None, None, None, veto)
@@ -326,12 +356,15 @@ class HttpExchange:
         self._latest = result
         result.extensions[self._attempts_key] = attempt
         status: int = result.status_code
-        hint = None
-        if status in RETRY_AFTER_STATUSES:
-            value = result.headers.get("retry-after")
-            if value is not None:
-                hint = parse_retry_after(value, self._clock.wall())
-        return Outcome(attempt, elapsed, None, result, status, hint, self._veto_sent)
+        if status < 400:  # the success path reads no header
+            return Outcome(attempt, elapsed, None, result, status, None, self._veto_sent)
+        hints = read_hints(result.headers, status, self._clock.wall())
+        if hints is NO_HINTS:
+            return Outcome(attempt, elapsed, None, result, status, None, self._veto_sent)
+        said_no: RetryReason | None = (
+            "server_said_no" if hints.should_retry is False else self._veto_sent
+        )
+        return Outcome(attempt, elapsed, None, result, status, hints.delay, said_no, hints.header)
 
 
 def drainable(response: Any) -> bool:

@@ -378,6 +378,8 @@ class OpenTelemetryInstrument(Instrument):
         }
         if event.retry_after is not None:
             span_attributes[names.ATTR_RETRY_AFTER] = event.retry_after
+            if event.retry_after_header is not None:
+                span_attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
         span = self._tracer.start_span(
             names.SPAN_BACKOFF, kind=SpanKind.INTERNAL, attributes=span_attributes
         )

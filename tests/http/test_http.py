@@ -16,6 +16,7 @@ from retrymw._core.redact import redact_url
 from retrymw._http.semantics import (
     HTTP_RETRY_ON,
     MAX_POLICY_NAMES,
+    SERVER_SAYS_RETRY,
     PolicyResolver,
     attempt_limit,
     content_length,
@@ -333,12 +334,14 @@ def test_http_retry_on(outcome: Outcome, expected: bool) -> None:
 
 
 def test_http_policy_fills_in_retry_on_only_when_missing() -> None:
-    """A policy without retry_on gets the HTTP default; one with retry_on is kept as is."""
+    """A policy without retry_on gets the HTTP default; its own retry_on gains x-should-retry."""
     assert http_policy().retry_on == HTTP_RETRY_ON
     filled = http_policy(RetryPolicy(attempts=5))
     assert (filled.attempts, filled.retry_on) == (5, HTTP_RETRY_ON)
     own = RetryPolicy(retry_on=[500])
-    assert http_policy(own) is own
+    extended = http_policy(own)
+    assert extended.retry_on == on_status(500) | SERVER_SAYS_RETRY
+    assert http_policy(extended) is extended
 
 
 def test_http_policy_refuses_on_failure_continue() -> None:
@@ -349,10 +352,13 @@ def test_http_policy_refuses_on_failure_continue() -> None:
 
 def test_resolver_selects_named_and_given_policies() -> None:
     """A name picks a configured policy; a RetryPolicy is used as given (with HTTP defaults)."""
-    fast = RetryPolicy(name="fast", attempts=2, retry_on=[503])
+    fast = http_policy(RetryPolicy(name="fast", attempts=2, retry_on=[503]))
     resolver = PolicyResolver(http_policy(), {"fast": fast, "bare": RetryPolicy(name="bare")})
     assert resolver.resolve(None) is resolver.default
     assert resolver.resolve("fast") is fast
+    own = RetryPolicy(name="own", retry_on=[503])  # gains x-should-retry, once
+    assert resolver.resolve(own).retry_on == on_status(503) | SERVER_SAYS_RETRY
+    assert resolver.resolve(own) is resolver.resolve(own)
     assert resolver.resolve("bare").retry_on == HTTP_RETRY_ON
     given = RetryPolicy(attempts=7)
     assert resolver.resolve(given).retry_on == HTTP_RETRY_ON

@@ -22,6 +22,7 @@ from retrymw import (
     CircuitBreaker,
     CircuitOpenError,
     ConfigError,
+    PerTarget,
     Retrier,
     RetryBudgetExhausted,
     RetryDenied,
@@ -184,8 +185,11 @@ def test_sync_successes_feed_the_retry_budget(instruments: tuple[RecordingInstru
     with httpx.Client(transport=transport) as client:
         for _ in range(3):
             assert client.get(URL).extensions[ATTEMPTS_EXTENSION] == 1
-    assert transport.retrier.budget is not None
-    assert transport.retrier.budget.statistics().deposits == 3
+    budgets = transport.retrier.budget
+    assert isinstance(budgets, PerTarget)  # the default: one budget per host
+    budget = budgets.get("api.example.test")
+    assert budget is not None
+    assert budget.statistics().deposits == 3
 
 
 @pytest.mark.parametrize(
@@ -535,13 +539,14 @@ async def test_superseded_response_failing_to_drain_is_closed(clock: FakeClock) 
         pytest.param(503, "date+25", [25.0], id="503-http-date"),
         pytest.param(429, "0", [1.0], id="zero-uses-backoff"),
         pytest.param(429, "-1", [1.0], id="garbage-uses-backoff"),
-        pytest.param(502, "20", [1.0], id="ignored-on-502"),
+        pytest.param(502, "20", [20.0], id="502-seconds"),
+        pytest.param(200, "20", [], id="ignored-on-success"),
     ],
 )
 async def test_retry_after_sets_the_least_delay(
     clock: FakeClock, recorder: RecordingInstrument, status: int, value: str, sleeps: list[float]
 ) -> None:
-    """Retry-After on 429/503 (seconds or HTTP-date) is honoured; garbage falls back to backoff."""
+    """Retry-After on a retried response (seconds or HTTP-date) is honoured; garbage is not."""
     if value.startswith("date+"):
         value = email.utils.formatdate(clock.wall() + int(value[5:]), usegmt=True)
     script = Script(httpx.Response(status, headers={"Retry-After": value}), 200)
@@ -764,8 +769,10 @@ async def test_breaker_is_keyed_per_host_and_open_is_an_httpx_error(
     clock: FakeClock, recorder: RecordingInstrument
 ) -> None:
     """An open circuit for one host rejects with an httpx error; other hosts are unaffected."""
-    breaker = CircuitBreaker(
-        failure_threshold=2, failure_rate_threshold=None, recovery_timeout=60, clock=clock
+    breaker = PerTarget(
+        CircuitBreaker(
+            failure_threshold=2, failure_rate_threshold=None, recovery_timeout=60, clock=clock
+        )
     )
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -788,9 +795,9 @@ async def test_breaker_is_keyed_per_host_and_open_is_an_httpx_error(
     assert isinstance(error, TransportCircuitOpenError)
     assert isinstance(error, CircuitOpenError)
     assert error.request.url.host == "down.test"
-    assert transport.retrier.breakers is not None
-    states = {name: s.state for name, s in transport.retrier.breakers.statistics().items()}
-    assert states == {"default:down.test": "open", "default:up.test:8080": "closed"}
+    assert transport.retrier.breaker is breaker
+    states = {target: s.state for target, s in breaker.statistics().items()}
+    assert states == {"down.test": "open", "up.test:8080": "closed"}
 
 
 async def test_attempt_timeout_is_retried_then_raised_as_httpx_timeout(clock: FakeClock) -> None:
@@ -1194,14 +1201,11 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
     transport = RetryTransport(
         httpx.MockTransport(Script(503, 200)), breaker=breaker, clock=clock, instruments=()
     )
-    registry = transport.retrier.breakers
-    assert registry is not None
 
     def other_callers_fail() -> None:
-        host_breaker = registry.get("example.com")
-        while host_breaker.state == "closed":
-            assert host_breaker.allow_request()
-            host_breaker.record_failure()
+        while breaker.state == "closed":  # the breaker given is the one in use
+            assert breaker.allow_request()
+            breaker.record_failure()
 
     clock.trip = other_callers_fail
     with httpx.Client(transport=transport) as client, pytest.raises(TransportCircuitOpenError):

@@ -1,0 +1,383 @@
+"""Server hints: what an HTTP response says about retrying it, read from its headers.
+
+Pure and free of httpx (headers are anything with a case-insensitive ``get``), so the rules are
+tested against a fixed "now" without a client or a loop. `read_hints` reads every dialect a
+real API sends and returns the longest delay any of them asks for (never retry earlier than the
+server said) with the header that asked, and ``x-should-retry``'s verdict:
+
+=============================== ==========================================================
+``x-should-retry``              ``true`` / ``false`` (the OpenAI and Anthropic APIs)
+``retry-after-ms``              milliseconds, a decimal number (OpenAI, Azure)
+``Retry-After``                 delta-seconds or an HTTP-date (RFC 9110 §10.2.3)
+``x-amz-retry-after``           milliseconds (AWS)
+``RateLimit``                   ``"name";r=0;t=30`` items, or ``limit=.., remaining=0, reset=30``
+                                (draft-ietf-httpapi-ratelimit-headers)
+``RateLimit-Reset``             delta-seconds (the draft's earlier separate fields)
+``X-RateLimit-Reset``           delta-seconds, or Unix time when at least `EPOCH_THRESHOLD`
+                                (GitHub, Twitter...), or Unix milliseconds from 1e12
+``x-ratelimit-reset-requests``  a duration such as ``6m0s``, ``12ms``, ``1.5s`` (OpenAI),
+``x-ratelimit-reset-tokens``    likewise
+``anthropic-ratelimit-*-reset`` an RFC 3339 time (requests, tokens, input-tokens,
+                                output-tokens)
+=============================== ==========================================================
+
+The rate-limit resets say when a *limit* refills, not that this response was refused for it, so
+each applies only when its own ``remaining`` counterpart says ``0``, or is absent on a 429.
+A zero, negative or past hint means "use the backoff"; garbage is ignored (logged at DEBUG) and
+never raises.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import math
+import re
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = [
+    "EPOCH_THRESHOLD",
+    "SHOULD_RETRY_HEADER",
+    "WHITESPACE",
+    "ServerHints",
+    "parse_duration",
+    "parse_retry_after",
+    "parse_rfc3339",
+    "read_hints",
+    "should_retry",
+]
+
+_logger = logging.getLogger("retrymw")
+
+#: HTTP's optional whitespace, plus line ends left by lax servers: trimmed from header values.
+WHITESPACE = " \t\r\n"
+
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+_DAY = r"(?:mon|tue|wed|thu|fri|sat|sun)"
+_LONG_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH = r"(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_TIME = r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
+# A missing zone is read as UTC ("naive means UTC"); a numeric offset is applied.
+_ZONE = r"(?:\s+(?P<zone>gmt|utc|ut|z|[+-][0-9]{4}))?"
+_FLAGS = re.IGNORECASE | re.ASCII
+_IMF_FIXDATE = re.compile(
+    rf"{_DAY},\s*(?P<day>[0-9]{{1,2}})\s+{_MONTH}\s+(?P<year>[0-9]{{4}})\s+{_TIME}{_ZONE}", _FLAGS
+)
+_RFC850 = re.compile(
+    rf"{_LONG_DAY},\s*(?P<day>[0-9]{{1,2}})-{_MONTH}-(?P<year>[0-9]{{2}})\s+{_TIME}{_ZONE}", _FLAGS
+)
+_ASCTIME = re.compile(
+    rf"{_DAY}\s+{_MONTH}\s+(?P<day>[0-9]{{1,2}})\s+{_TIME}\s+(?P<year>[0-9]{{4}}){_ZONE}", _FLAGS
+)
+
+
+def parse_retry_after(value: str, now_wall: float) -> float | None:
+    """Return the delay a ``Retry-After`` header asks for, in seconds, or ``None``.
+
+    Accepts delta-seconds (ASCII digits only, surrounding whitespace trimmed) and the three
+    HTTP-date forms: IMF-fixdate (``Sun, 06 Nov 1994 08:49:37 GMT``), RFC 850
+    (``Sunday, 06-Nov-94 08:49:37 GMT``) and asctime (``Sun Nov  6 08:49:37 1994``). A date
+    without a zone is UTC; a two-digit year more than 50 years ahead of ``now_wall`` belongs to
+    the previous century (RFC 9110 §5.6.7).
+
+    Args:
+        value: the header value.
+        now_wall: the current Unix time (the clock's ``wall()``), against which dates are read.
+
+    Returns:
+        The delay in seconds; ``None`` means "use the backoff": for ``0``, a date that is now
+        or past, and for anything unparseable (``-1``, ``1.5``, non-ASCII digits, empty), which
+        is logged at DEBUG. Never raises.
+    """
+    if not isinstance(value, str):
+        return None
+    text = value.strip(WHITESPACE)
+    if text and text.isascii() and text.isdigit():
+        seconds = float(text)  # float() has no digit-count limit and turns huge values into inf
+        return seconds if seconds > 0.0 else None
+    try:
+        moment = _parse_http_date(text, now_wall)
+    except (ValueError, OverflowError, OSError):
+        moment = None
+    if moment is None:
+        _logger.debug("retrymw: ignoring unparseable Retry-After header %r", value[:100])
+        return None
+    delay = moment - now_wall
+    return delay if delay > 0.0 else None
+
+
+def _parse_http_date(text: str, now_wall: float) -> float | None:
+    for pattern in (_IMF_FIXDATE, _RFC850, _ASCTIME):
+        match = pattern.fullmatch(text)
+        if match is not None:
+            break
+    else:
+        return None
+    year = int(match["year"])
+    if pattern is _RFC850:
+        this_year = time.gmtime(now_wall).tm_year
+        year += this_year - this_year % 100
+        if year > this_year + 50:
+            year -= 100
+    month = _MONTHS[match["month"].lower()]
+    day, hour, minute, second = (int(match[key]) for key in ("day", "hour", "minute", "second"))
+    if not (
+        1 <= day <= calendar.monthrange(year, month)[1]
+        and hour <= 23
+        and minute <= 59
+        and second <= 60
+    ):
+        return None
+    # A leap second reads as the second before it.
+    stamp = calendar.timegm((year, month, day, hour, minute, min(second, 59), 0, 0, 0))
+    zone = (match["zone"] or "gmt").lower()
+    if zone[0] in "+-":
+        offset = int(zone[1:3]) * 3600 + int(zone[3:5]) * 60
+        stamp -= offset if zone[0] == "+" else -offset
+    return float(stamp)
+
+
+# -- the other dialects ----------------------------------------------------------------------
+
+#: The OpenAI/Anthropic header that allows (``true``) or forbids (``false``) a retry.
+SHOULD_RETRY_HEADER = "x-should-retry"
+#: An ``X-RateLimit-Reset`` value at least this large is a Unix time, not a delay: no API asks
+#: for a 31-year wait, and every Unix time since September 2001 is larger. From 1e12 on, the
+#: value is Unix milliseconds (a Unix time in seconds reaches 1e12 in the year 33658).
+EPOCH_THRESHOLD = 1e9
+_EPOCH_MS_THRESHOLD = 1e12
+
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+", re.ASCII)
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|us|µs|ns|m|s)", re.ASCII)
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_RFC3339 = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})[Tt ]"
+    r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})(?P<fraction>\.[0-9]+)?"
+    r"(?P<zone>[Zz]|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
+_ANTHROPIC_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+_OPENAI_LIMITS = ("requests", "tokens")
+
+
+class ServerHints(NamedTuple):
+    """What a response's headers say about retrying it.
+
+    Attributes:
+        delay: the least delay before a retry, in seconds: the longest any header asks for;
+            ``None`` when none asks (use the backoff).
+        header: the header that set ``delay`` (lower case), or ``None``.
+        should_retry: ``x-should-retry``'s verdict, or ``None`` when absent or neither
+            ``true`` nor ``false``.
+    """
+
+    delay: float | None = None
+    header: str | None = None
+    should_retry: bool | None = None
+
+
+NO_HINTS = ServerHints()
+
+
+def _decimal(value: str) -> float | None:
+    text = value.strip(WHITESPACE)
+    return float(text) if _DECIMAL.fullmatch(text) else None
+
+
+def _milliseconds(value: str, now_wall: float) -> float | None:
+    number = _decimal(value)
+    return None if number is None else number / 1000.0
+
+
+def _delta_seconds(value: str, now_wall: float) -> float | None:
+    return _decimal(value)
+
+
+def _reset_time(value: str, now_wall: float) -> float | None:
+    """``X-RateLimit-Reset``: delta-seconds, or a Unix time (seconds or milliseconds)."""
+    number = _decimal(value)
+    if number is None:
+        return None
+    if number >= _EPOCH_MS_THRESHOLD:
+        return number / 1000.0 - now_wall
+    if number >= EPOCH_THRESHOLD:
+        return number - now_wall
+    return number
+
+
+def parse_duration(value: str, now_wall: float = 0.0) -> float | None:
+    """Return a Go-style duration (``6m0s``, ``12ms``, ``1.5s``, ``1h2m``) in seconds, or None.
+
+    A bare number is seconds. ``now_wall`` is unused: every parser takes it.
+    """
+    text = value.strip(WHITESPACE)
+    if not text:
+        return None
+    bare = _decimal(text)
+    if bare is not None:
+        return bare
+    total = 0.0
+    position = 0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            return None
+        total += float(match[1]) * _DURATION_UNITS[match[2]]
+        position = match.end()
+    return total if position == len(text) else None
+
+
+def parse_rfc3339(value: str, now_wall: float) -> float | None:
+    """Return the delay until an RFC 3339 time (``2024-05-01T12:00:30Z``), or None."""
+    match = _RFC3339.fullmatch(value.strip(WHITESPACE))
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (
+        int(match[key]) for key in ("year", "month", "day", "hour", "minute", "second")
+    )
+    if not (
+        1 <= month <= 12
+        and 1 <= day <= calendar.monthrange(year, month)[1]
+        and hour <= 23
+        and minute <= 59
+        and second <= 60
+    ):
+        return None
+    stamp = float(calendar.timegm((year, month, day, hour, minute, min(second, 59), 0, 0, 0)))
+    if match["fraction"]:
+        stamp += float(match["fraction"])
+    zone = match["zone"]
+    if zone not in "Zz":
+        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
+        stamp -= offset if zone[0] == "+" else -offset
+    return stamp - now_wall
+
+
+def _ratelimit_field(value: str, now_wall: float, status: int) -> float | None:
+    """The ``RateLimit`` field: ``"default";r=0;t=30`` items, or ``remaining=0, reset=30``."""
+    longest: float | None = None
+    legacy: dict[str, str] = {}
+    for member in value.split(","):
+        name, _, params = member.partition(";")
+        if not params:
+            key, equals, item = name.partition("=")
+            if equals:
+                legacy[key.strip(WHITESPACE).lower()] = item
+            continue
+        fields = {}
+        for param in params.split(";"):
+            key, _, item = param.partition("=")
+            fields[key.strip(WHITESPACE).lower()] = item
+        reset = fields.get("t")
+        if reset is not None and _exhausted(fields.get("r"), status):
+            longest = _longer(longest, _decimal(reset))
+    reset = legacy.get("reset")
+    if reset is not None and _exhausted(legacy.get("remaining"), status):
+        longest = _longer(longest, _decimal(reset))
+    return longest
+
+
+def _longer(current: float | None, new: float | None) -> float | None:
+    return new if current is None or (new is not None and new > current) else current
+
+
+def _exhausted(remaining: str | None, status: int) -> bool:
+    """Whether a limit whose ``remaining`` counter reads so is the one that refused the call."""
+    if remaining is None:
+        return status == 429
+    return _decimal(remaining) == 0.0
+
+
+Parser = Callable[[str, float], "float | None"]
+# (header, parser, the header of the "remaining" counter that makes it apply, or None if always)
+_DELAY_HEADERS: tuple[tuple[str, Parser, str | None], ...] = (
+    ("retry-after-ms", _milliseconds, None),
+    ("retry-after", parse_retry_after, None),
+    ("x-amz-retry-after", _milliseconds, None),
+    ("ratelimit-reset", _delta_seconds, "ratelimit-remaining"),
+    ("x-ratelimit-reset", _reset_time, "x-ratelimit-remaining"),
+    *(
+        (f"x-ratelimit-reset-{limit}", parse_duration, f"x-ratelimit-remaining-{limit}")
+        for limit in _OPENAI_LIMITS
+    ),
+    *(
+        (
+            f"anthropic-ratelimit-{limit}-reset",
+            parse_rfc3339,
+            f"anthropic-ratelimit-{limit}-remaining",
+        )
+        for limit in _ANTHROPIC_LIMITS
+    ),
+)
+
+
+def should_retry(headers: Any) -> bool | None:
+    """``x-should-retry``: True for ``true``, False for ``false`` (any case), else None."""
+    try:
+        value = headers.get(SHOULD_RETRY_HEADER)
+    except Exception:  # hostile headers: no verdict
+        return None
+    if not isinstance(value, str):
+        return None
+    value = value.strip(WHITESPACE).lower()
+    return True if value == "true" else False if value == "false" else None
+
+
+def read_hints(headers: Any, status: int, now_wall: float) -> ServerHints:
+    """Read every server hint of a response with ``status`` and ``headers``.
+
+    Args:
+        headers: the response headers: anything with a case-insensitive ``get``.
+        status: the response status: rate-limit resets without a ``remaining`` counter apply
+            only to a 429.
+        now_wall: the current Unix time (the clock's ``wall()``), against which times are read.
+
+    Returns:
+        The longest delay asked for and its header, and ``x-should-retry``'s verdict. Never
+        raises: an unreadable value is skipped (and logged at DEBUG).
+    """
+    delay: float | None = None
+    source: str | None = None
+    try:
+        for header, parse, remaining in _DELAY_HEADERS:
+            value = headers.get(header)
+            if value is None or (
+                remaining is not None and not _exhausted(headers.get(remaining), status)
+            ):
+                continue
+            found = _read(header, parse, value, now_wall)
+            if found is not None and (delay is None or found > delay):
+                delay, source = found, header
+        value = headers.get("ratelimit")
+        if value is not None:
+            found = _ratelimit_field(value, now_wall, status) if isinstance(value, str) else None
+            if found is not None and found > 0.0 and (delay is None or found > delay):
+                delay, source = found, "ratelimit"
+    except Exception:  # hostile headers (a get that raises): what was read so far stands
+        _logger.debug("retrymw: could not read the response's retry hints", exc_info=True)
+    verdict = should_retry(headers)
+    if delay is None and verdict is None:
+        return NO_HINTS
+    return ServerHints(delay, source, verdict)
+
+
+def _read(header: str, parse: Parser, value: object, now_wall: float) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        found = parse(value, now_wall)
+    except (ValueError, OverflowError, OSError):
+        found = None
+    if found is None:
+        if parse is not parse_retry_after:  # which logs its own
+            _logger.debug("retrymw: ignoring unparseable %s header %r", header, value[:100])
+        return None
+    if math.isnan(found) or found <= 0.0:
+        return None
+    return found
