@@ -1,0 +1,18 @@
+"""`FaultTransport` for httpx2 clients (`retrymw.testing.FaultTransport` is the httpx one).
+
+.. versionadded:: 0.2
+"""
+
+from __future__ import annotations
+
+try:
+    import httpx2
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise ImportError("retrymw.testing.httpx2 needs httpx2: pip install httpx2") from None
+
+from ._faults import Fault as Fault
+from ._faults import Flavour, fault_transport_class
+
+__all__ = ["Fault", "FaultTransport"]
+
+FaultTransport = fault_transport_class(Flavour.of(httpx2), __name__)
