@@ -1,0 +1,467 @@
+"""`RedisFleet`: budgets, throttle counts and breaker states shared by every process of a fleet.
+
+"Decide locally, share asynchronously": the protection objects decide every call on their own,
+without the store; a background thread (the synchroniser, so sync and async users alike are
+served) runs one pipelined round trip per ``sync_interval``: one atomic script per attached
+object (`_scripts`), which deposits successes and leases budget tokens (`SharedBudget`), publishes
+and pools throttle counts (`SharedThrottle`), casts breaker votes and adopts the shared circuit
+(`SharedBreaker`). The one store command on the request path is a half-open probe's lease,
+bounded by ``probe_timeout`` and skipped while degraded.
+
+A store that is slow, hung or down (or down at start) never delays or fails a call: the step
+times out on the synchroniser's thread, the fleet turns *degraded* (one log line, and
+``statistics().degraded``), budgets fall back to a conservative local share, breakers and
+throttles decide on local counts alone; the next step that succeeds rejoins (one log line).
+The redis client never retries on its own and times out after ``timeout``.
+
+Fork-safe: a forked child is a new member with its own connections and synchroniser.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, cast, final
+
+from .._core.errors import ConfigError
+from .._core.forks import after_fork_in_child
+from .._protect.breaker import CircuitBreaker
+from .._protect.budget import RetryBudget
+from .._protect.settings import bounded_duration, shown
+from .._protect.targets import PerTarget
+from .._protect.throttle import AdaptiveThrottle
+from . import _scripts
+from ._breaker import SharedBreaker
+from ._budget import SharedBudget
+from ._client import connect
+from ._hooks import BreakerHost, BudgetHost, ThrottleHost
+from ._throttle import SharedThrottle
+
+__all__ = ["FleetStatistics", "RedisFleet"]
+
+_logger = logging.getLogger("retrymw")
+
+_Link = SharedBudget | SharedBreaker | SharedThrottle
+_KEY_TTL_MS = 600_000  # a namespace's keys outlive its last process by ten minutes
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStatistics:
+    """A snapshot of a `RedisFleet`.
+
+    Attributes:
+        member: this process's member id.
+        members: the most members any attached target counted at the last step.
+        degraded: the last step failed (or none succeeded yet): decisions are local only.
+        last_sync_age: seconds since the last successful step, ``None`` before the first.
+        sync_lag: seconds the last step took (its round trip), ``None`` before the first.
+        syncs: successful steps since creation.
+        sync_failures: failed steps since creation.
+        targets: attached budgets, breakers and throttles.
+        tokens_leased: budget tokens leased from the fleet since creation.
+        open_circuits: attached breakers whose shared circuit is open.
+    """
+
+    member: str
+    members: int
+    degraded: bool
+    last_sync_age: float | None
+    sync_lag: float | None
+    syncs: int
+    sync_failures: int
+    targets: int
+    tokens_leased: int
+    open_circuits: int
+
+
+@final
+class RedisFleet:
+    """Share the protection objects' state across processes through Redis or Valkey.
+
+    Args:
+        url: ``redis://``, ``rediss://`` or ``unix://`` URL of the store.
+        namespace: the fleet's name; processes share state only within one namespace.
+        sync_interval: how often the synchroniser runs (a duration, in ``[10ms, 60s]``).
+        timeout: the store's connect and socket timeout; half the interval by default.
+        probe_timeout: the bound of a half-open probe's lease request.
+        probe_lease: how long a probe's lease holds if its holder never reports.
+        quorum: share of a target's members whose own trips open the shared circuit (at least
+            two processes, whatever the share).
+        max_lease: the most budget tokens one process holds at once.
+        assumed_members: the fleet size a process assumes before it ever reached the store.
+        start: start the synchroniser now (else on `start`).
+
+    Raises:
+        ConfigError: a value is out of range; the message names the field.
+        ImportError: redis-py is missing (``pip install 'retrymw[fleet]'``).
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        sync_interval: Any = "250ms",
+        timeout: Any = None,
+        probe_timeout: Any = "50ms",
+        probe_lease: Any = "10s",
+        quorum: float = 0.5,
+        max_lease: int = 32,
+        assumed_members: int = 10,
+        start: bool = True,
+    ) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ConfigError("namespace", shown(namespace), "must be a non-empty string", '"shop"')
+        self._url = url
+        self._namespace = _tag(namespace)
+        self._interval = bounded_duration(sync_interval, "sync_interval", '"250ms"')
+        if not 0.01 <= self._interval <= 60.0:
+            raise ConfigError(
+                "sync_interval", shown(sync_interval), "must be in [10ms, 60s]", '"250ms"'
+            )
+        self._timeout = (
+            self._interval / 2
+            if timeout is None
+            else bounded_duration(timeout, "timeout", '"100ms"')
+        )
+        self._probe_timeout = bounded_duration(probe_timeout, "probe_timeout", '"50ms"')
+        self._probe_lease = bounded_duration(probe_lease, "probe_lease", '"10s"')
+        if isinstance(quorum, bool) or not isinstance(quorum, (int, float)) or not 0 < quorum <= 1:
+            raise ConfigError("quorum", shown(quorum), "must be a number in (0, 1]", "0.5")
+        self._quorum = float(quorum)
+        self._max_lease = _positive(max_lease, "max_lease", "32")
+        self._assumed = _positive(assumed_members, "assumed_members", "10")
+        self._member_ttl = max(1.0, 4 * self._interval)
+        self._links: weakref.WeakKeyDictionary[Any, _Link] = weakref.WeakKeyDictionary()
+        self._closed = False
+        self._started = False
+        self._fresh_process()
+        after_fork_in_child(self)
+        if start:
+            self.start()
+
+    def _fresh_process(self) -> None:
+        """What belongs to one process: member id, connections, synchroniser, health."""
+        self.member = uuid.uuid4().hex[:16]
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._client = connect(self._url, timeout=self._timeout)
+        self._probe_client = connect(self._url, timeout=self._probe_timeout)
+        self._shas: dict[str, str] = {}
+        self._thread: threading.Thread | None = None
+        self._degraded = True
+        self._joined = False
+        self._last_sync: float | None = None
+        self._lag: float | None = None
+        self._syncs = self._failures = 0
+        self._members = 0
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's thread does not exist here and its sockets are the parent's.
+        self._fresh_process()
+        for link in list(self._links.values()):
+            if isinstance(link, SharedBreaker):
+                link.fall_back()
+        if self._started and not self._closed:
+            self._started = False
+            self.start()
+
+    # -- attaching ---------------------------------------------------------------------------------
+
+    def attach(self, protection: Any, *, target: str | None = None) -> None:
+        """Make ``protection`` fleet-wide: a budget, breaker, throttle or `PerTarget` of one.
+
+        ``target`` names the shared state (a `PerTarget` names each of its targets itself); by
+        default a breaker's or throttle's name, ``"default"`` for a budget. Attaching twice
+        changes nothing.
+
+        Raises:
+            TypeError: ``protection`` is none of these, or lacks the fleet hooks.
+        """
+        if isinstance(protection, PerTarget):
+            _require(protection, "add_creation_listener")
+            cast(Any, protection).add_creation_listener(self._attach_created)
+            for name in protection:
+                instance = protection.get(name)
+                if instance is not None:
+                    self.attach(instance, target=name)
+            return
+        with self._lock:
+            if protection in self._links:
+                return
+            self._links[protection] = self._link(protection, target)
+        self._wake.set()  # a new target joins at once, not an interval later
+
+    def _attach_created(self, target: str, instance: Any) -> None:
+        self.attach(instance, target=target)
+
+    def _link(self, protection: Any, target: str | None) -> _Link:
+        if isinstance(protection, RetryBudget):
+            _require(protection, "share_with")
+            stats = protection.statistics()
+            share = SharedBudget(
+                _tag(target or "default"),
+                ratio=stats.ratio,
+                burst=stats.burst,
+                window=stats.window,
+                min_capacity=stats.min_capacity,
+                max_lease=self._max_lease,
+                assumed_members=self._assumed,
+            )
+            cast(BudgetHost, protection).share_with(share)
+            return share
+        if isinstance(protection, CircuitBreaker):
+            _require(protection, "adopt", "gate_probes")
+            settings = protection._settings  # the same library's settings
+            return SharedBreaker(
+                cast(BreakerHost, protection),
+                _tag(target or protection.name),
+                quorum=self._quorum,
+                recovery=settings.recovery_timeout,
+                max_probes=settings.half_open_max_calls,
+                lease=self._lease_probe,
+            )
+        if isinstance(protection, AdaptiveThrottle):
+            _require(protection, "pool")
+            return SharedThrottle(cast(ThrottleHost, protection), _tag(target or protection.name))
+        raise TypeError(
+            "RedisFleet.attach takes a RetryBudget, CircuitBreaker, AdaptiveThrottle or a "
+            f"PerTarget of one, not {type(protection).__name__}"
+        )
+
+    # -- the probe lease (request path, half-open only) --------------------------------------------
+
+    def _lease_probe(self, link: SharedBreaker) -> int | None:
+        """A fleet-wide probe lease: its version, ``None`` if refused, -1 if not asked."""
+        if self._degraded:
+            return -1
+        try:
+            reply = self._probe_client.evalsha(
+                self._sha("probe", self._probe_client),
+                2,
+                self._key(link.target, "breaker"),
+                self._key(link.target, "probes"),
+                f"{self.member}:{uuid.uuid4().hex[:8]}",
+                link.max_probes,
+                max(1, round(self._probe_lease * 1000)),
+                _KEY_TTL_MS,
+            )
+        except Exception as error:  # a store failure never fails the call: decide locally
+            self._set_degraded(True, error)
+            return -1
+        return int(reply[1]) if int(reply[0]) else None
+
+    # -- the synchroniser --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the synchroniser (idempotent)."""
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+            self._thread = threading.Thread(
+                target=self._run, name=f"retrymw-fleet-{self._namespace}", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self.sync()
+            self._wake.wait(self._interval)
+            self._wake.clear()
+
+    def sync(self) -> bool:
+        """Run one step now (the synchroniser calls it); ``True`` if the store answered."""
+        with self._lock:
+            links = list(self._links.values())
+        if not links:
+            return not self._degraded
+        started = time.monotonic()
+        try:
+            replies = self._round_trip(links)
+        except Exception as error:  # the store's failure is the fleet's health, never a call's
+            self._failures += 1
+            for link in links:
+                link.fall_back()
+            self._set_degraded(True, error)
+            return False
+        for link, reply in zip(links, replies, strict=True):
+            link.apply(reply)
+        self._lag = time.monotonic() - started
+        self._last_sync = time.monotonic()
+        self._syncs += 1
+        self._members = max(
+            (
+                int(reply[3] if isinstance(link, SharedBreaker) else reply[2])
+                for link, reply in zip(links, replies, strict=True)
+            ),
+            default=0,
+        )
+        self._set_degraded(False, None)
+        return True
+
+    def _round_trip(self, links: list[_Link]) -> list[Any]:
+        member_ttl = max(1, round(self._member_ttl * 1000))
+        for attempt in (1, 2):
+            pipe = self._client.pipeline(transaction=False)
+            for link in links:
+                target = link.target
+                if isinstance(link, SharedBudget):
+                    keys = [self._key(target, "budget"), self._key(target, "members")]
+                    args = link.prepare()
+                elif isinstance(link, SharedBreaker):
+                    keys = [
+                        self._key(target, name)
+                        for name in ("breaker", "votes", "members", "probes")
+                    ]
+                    args = link.prepare(self._member_ttl)
+                else:
+                    keys = [self._key(target, "throttle"), self._key(target, "members")]
+                    args = link.prepare()
+                pipe.evalsha(
+                    self._sha(link.kind, self._client),
+                    len(keys),
+                    *keys,
+                    self.member,
+                    *args,
+                    member_ttl,
+                    _KEY_TTL_MS,
+                )
+            try:
+                return list(pipe.execute())
+            except Exception as error:
+                if attempt == 2 or "NOSCRIPT" not in str(error):
+                    raise
+                self._shas.clear()  # the store lost its scripts (restart, failover): load again
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _sha(self, kind: str, client: Any) -> str:
+        sha = self._shas.get(kind)
+        if sha is None:
+            source = {
+                "budget": _scripts.BUDGET,
+                "breaker": _scripts.BREAKER,
+                "throttle": _scripts.THROTTLE,
+                "probe": _scripts.PROBE,
+            }[kind]
+            sha = self._shas[kind] = str(client.script_load(source))
+        return sha
+
+    def _key(self, target: str, kind: str) -> str:
+        return f"retrymw:{{{self._namespace}:{target}}}:{kind}"
+
+    def _set_degraded(self, degraded: bool, error: BaseException | None) -> None:
+        if degraded == self._degraded and (degraded or self._joined):
+            return
+        self._degraded = degraded
+        if degraded:
+            _logger.warning(
+                "retrymw fleet %r: store unreachable (%s); deciding locally on a conservative "
+                "share until it answers",
+                self._namespace,
+                type(error).__name__,
+            )
+        else:
+            _logger.info(
+                "retrymw fleet %r: %s the fleet (%d members)",
+                self._namespace,
+                "rejoined" if self._joined else "joined",
+                self._members,
+            )
+            self._joined = True
+
+    # -- health and lifetime -----------------------------------------------------------------------
+
+    def statistics(self) -> FleetStatistics:
+        """Return a frozen snapshot of the fleet's health."""
+        with self._lock:
+            links = list(self._links.values())
+        last = self._last_sync
+        return FleetStatistics(
+            member=self.member,
+            members=self._members,
+            degraded=self._degraded,
+            last_sync_age=None if last is None else time.monotonic() - last,
+            sync_lag=self._lag,
+            syncs=self._syncs,
+            sync_failures=self._failures,
+            targets=len(links),
+            tokens_leased=sum(link.leased for link in links if isinstance(link, SharedBudget)),
+            open_circuits=sum(
+                1
+                for link in links
+                if isinstance(link, SharedBreaker) and link.shared_state == "open"
+            ),
+        )
+
+    def close(self) -> None:
+        """Stop the synchroniser and close the connections; the protection objects go local."""
+        with self._lock:
+            self._closed = True
+            links = list(self._links.values())
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self._interval + self._timeout + 1.0)
+        for link in links:
+            link.fall_back()
+        self._degraded = True
+        for client in (self._client, self._probe_client):
+            client.close()
+
+    def __enter__(self) -> RedisFleet:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RedisFleet:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Joining the thread takes at most one step's timeout; off the event loop it would need
+        # a worker thread for a few milliseconds, which anyio's to_thread gives.
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.close)
+
+    def __repr__(self) -> str:
+        state = "degraded" if self._degraded else "joined"
+        return f"<RedisFleet {self._namespace!r} {state} members={self._members}>"
+
+
+def _tag(name: str) -> str:
+    """A name safe inside a hash tag: braces would change the key's slot."""
+    return name.replace("{", "(").replace("}", ")")
+
+
+def _positive(value: Any, field: str, example: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ConfigError(field, shown(value), "must be an integer in [1, 1000000]", example)
+    return value
+
+
+def _require(protection: object, *hooks: str) -> None:
+    missing = [hook for hook in hooks if not callable(getattr(protection, hook, None))]
+    if missing:
+        raise TypeError(
+            f"{type(protection).__name__} lacks the fleet hook(s) {', '.join(missing)}: "
+            "this retrymw predates RedisFleet"
+        )
