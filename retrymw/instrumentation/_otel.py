@@ -38,17 +38,6 @@ from . import _names as names
 
 __all__ = ["OpenTelemetryInstrument"]
 
-try:
-    # The key opentelemetry-instrumentation's `suppress_http_instrumentation()` sets and its
-    # httpx (requests, urllib3, aiohttp...) instrumentations check: setting it in the attempt's
-    # context stops them from emitting a second CLIENT span under ours. It lives in the API
-    # package, so no dependency on opentelemetry-instrumentation is needed.
-    from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY
-
-    _SUPPRESS_HTTP: str | None = _SUPPRESS_HTTP_INSTRUMENTATION_KEY
-except ImportError:  # pragma: no cover - every opentelemetry-api since 1.22 has it
-    _SUPPRESS_HTTP = None
-
 try:  # The global proxy before a real provider is set: nobody listens yet.
     from opentelemetry.metrics._internal import _ProxyMeterProvider
 
@@ -174,8 +163,11 @@ class OpenTelemetryInstrument(Instrument):
 
     For HTTP, each attempt's W3C trace context is injected into the request headers, so the
     server sees the attempt span as its parent. Its context also carries OpenTelemetry's
-    "suppress HTTP instrumentation" key, which opentelemetry-instrumentation-httpx honours: with
-    that instrumentation installed too there is still exactly one CLIENT span per attempt.
+    For HTTP, each attempt is also recorded in the semantic-convention histogram
+    ``http.client.request.duration`` (``http.request.method``, ``server.address``,
+    ``server.port``, ``url.scheme``, ``http.response.status_code``, ``error.type``), and nothing
+    is suppressed: opentelemetry-instrumentation-httpx installed below the retry transport keeps
+    its own metrics, and its span is a child of retrymw's attempt span.
 
     Nothing is done while nobody listens: with only the API installed (no SDK provider set) the
     hooks return after a clock read, looking at the global providers again at most once a
@@ -210,6 +202,16 @@ class OpenTelemetryInstrument(Instrument):
         self._budget = meter.create_gauge(*_args(names.RETRY_BUDGET_AVAILABLE))
         self._circuit_state = meter.create_gauge(*_args(names.CIRCUIT_STATE))
         self._transitions = meter.create_counter(*_args(names.CIRCUIT_TRANSITIONS))
+        self._http_duration = meter.create_histogram(
+            names.HTTP_CLIENT_REQUEST_DURATION,
+            unit="s",
+            description="Duration of HTTP client requests (one per retrymw attempt).",
+            explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
+        )
+        # The HTTP attributes of this task's current attempt, for http.client.request.duration.
+        self._http_attributes: ContextVar[dict[str, Any] | None] = ContextVar(
+            "retrymw_otel_http", default=None
+        )
         self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
@@ -290,9 +292,20 @@ class OpenTelemetryInstrument(Instrument):
 
     def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
         """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
+        request = _http_request(event.request)
+        if request is not None and self._meters():
+            url = request.url
+            method = request.method
+            self._http_attributes.set(
+                {
+                    names.ATTR_HTTP_METHOD: method if method in _KNOWN_METHODS else "_OTHER",
+                    names.ATTR_SERVER_ADDRESS: url.host,
+                    names.ATTR_SERVER_PORT: url.port or _DEFAULT_PORTS.get(url.scheme, 0),
+                    names.ATTR_URL_SCHEME: url.scheme,
+                }
+            )
         if self._call.get() is None:  # no call span: nobody listened when the call started
             return None
-        request = _http_request(event.request)
         if request is None:
             span = self._tracer.start_span(
                 names.SPAN_ATTEMPT.format(operation=event.operation),
@@ -318,9 +331,11 @@ class OpenTelemetryInstrument(Instrument):
             kind=SpanKind.CLIENT,
             attributes=attributes,
         )
+        # No "suppress HTTP instrumentation" key: opentelemetry-instrumentation-httpx checks
+        # it once for its span *and* its metrics, so setting it silenced the standard
+        # http.client.* metrics of every retried client (0 of 10 requests recorded). Its span,
+        # if it is installed below us, is a child of this attempt span.
         context = trace.set_span_in_context(span)
-        if _SUPPRESS_HTTP is not None:
-            context = otel_context.set_value(_SUPPRESS_HTTP, True, context)
         # Per attempt, overwriting the previous attempt's header: the server's parent is the
         # attempt span, so each resend is its own child in the trace.
         propagate.inject(request.headers, context=context)
@@ -337,6 +352,16 @@ class OpenTelemetryInstrument(Instrument):
                 base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
             base[names.ATTR_ATTEMPT_OUTCOME] = event.attempt_outcome
             self._attempts.add(1, base)
+            http = self._http_attributes.get()
+            if http is not None:
+                self._http_attributes.set(None)
+                if event.status is not None:
+                    http[names.ATTR_HTTP_STATUS_CODE] = event.status
+                if event.exception is not None and event.error_type is not None:
+                    http[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
+                elif event.status is not None and event.status >= 400:
+                    http[names.ATTR_ERROR_TYPE] = str(event.status)
+                self._http_duration.record(event.duration, http)
         scope = self._attempt.get()
         if scope is None or not scope.span.is_recording():
             return

@@ -14,9 +14,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -394,48 +392,36 @@ def _scope(span: ReadableSpan) -> str | None:
     return None if span.instrumentation_scope is None else span.instrumentation_scope.name
 
 
-class _ContribLike(httpx.AsyncBaseTransport):
-    """Behaves like opentelemetry-instrumentation-httpx's transport: a CLIENT span per request,
-    unless HTTP instrumentation is suppressed in the current context."""
-
-    def __init__(self, tracer: trace.Tracer, upstream: Upstream) -> None:
-        self.tracer = tracer
-        self.inner = httpx.MockTransport(upstream)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if otel_context.get_value(_SUPPRESS_HTTP_INSTRUMENTATION_KEY):
-            return await self.inner.handle_async_request(request)
-        with self.tracer.start_as_current_span(request.method, kind=CLIENT):
-            return await self.inner.handle_async_request(request)
-
-
-async def test_http_instrumentation_below_is_suppressed(otel: Telemetry, clock: FakeClock) -> None:
-    """An OTel-instrumented transport under ours emits no second CLIENT span per attempt."""
-    contrib = _ContribLike(
-        otel.tracer_provider.get_tracer("contrib"), Upstream(clock, [503, 200], None)
-    )
-    transport = AsyncRetryTransport(contrib, instruments=[otel.instrument], clock=clock)
-    async with httpx.AsyncClient(transport=transport) as client:
-        await client.get(HTTP_URL)
-    assert [_scope(span) for span in otel.spans() if span.kind == CLIENT] == [
-        "retrymw",
-        "retrymw",
-    ]
-
-
-async def test_real_httpx_instrumentation_is_suppressed(otel: Telemetry, clock: FakeClock) -> None:
-    """With opentelemetry-instrumentation-httpx's own transport below ours, no duplicate spans."""
+async def test_httpx_instrumentation_below_keeps_its_metrics(
+    otel: Telemetry, clock: FakeClock
+) -> None:
+    """opentelemetry-instrumentation-httpx below the retry transport records every attempt in
+    its own metrics (nothing suppresses it), and retrymw records the semconv histogram too."""
     contrib = importlib.import_module("opentelemetry.instrumentation.httpx")
+    meter_provider = MeterProvider(metric_readers=[reader := InMemoryMetricReader()])
     inner = contrib.AsyncOpenTelemetryTransport(
-        httpx.MockTransport(Upstream(clock, [503, 200], None)), tracer_provider=otel.tracer_provider
+        httpx.MockTransport(Upstream(clock, [503, 503, 200] * 4, None)),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=meter_provider,
     )
     transport = AsyncRetryTransport(inner, instruments=[otel.instrument], clock=clock)
     async with httpx.AsyncClient(transport=transport) as client:
-        await client.get(HTTP_URL)
-    assert [_scope(span) for span in otel.spans() if span.kind == CLIENT] == [
-        "retrymw",
-        "retrymw",
-    ]
+        for _ in range(4):
+            await client.get(HTTP_URL)
+    theirs = points(reader)
+    recorded = sum(point.count for name, found in theirs.items() for point in found)
+    # 4 calls x 3 attempts: each attempt is one request for the httpx instrumentation.
+    assert recorded == 12
+    ours = points(otel.reader)["http.client.request.duration"]
+    by_status = {point.attributes.get("http.response.status_code"): point.count for point in ours}
+    assert by_status == {503: 8, 200: 4}
+    assert {point.attributes["server.address"] for point in ours} == {HTTP_TARGET}
+    assert {point.attributes["url.scheme"] for point in ours} == {"http"}
+    assert {point.attributes.get("error.type") for point in ours} == {"503", None}
+    # Its CLIENT span is a child of retrymw's attempt span (one per attempt each).
+    clients = [span for span in otel.spans() if span.kind == CLIENT]
+    assert sorted(_scope(span) for span in clients).count("retrymw") == 12
+    meter_provider.shutdown()
 
 
 # -- metrics --------------------------------------------------------------------------------------
