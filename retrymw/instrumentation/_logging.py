@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from .._core.events import BreakerStateChanged, RetryDenied, RetryScheduled
 from .._core.instruments import Instrument
@@ -20,7 +22,8 @@ class LoggingInstrument(Instrument):
         logger: where to log; ``logging.getLogger("retrymw")`` by default.
 
     Every record carries ``extra`` keys prefixed ``retrymw_`` (policy, target, attempt, delay or
-    reason) for structured log handlers.
+    reason) for structured log handlers and, when an OpenTelemetry span is current, ``trace_id``
+    and ``span_id`` (hex, as in the OTel log data model), so a log line leads to its trace.
 
     .. versionadded:: 0.1
     """
@@ -52,6 +55,7 @@ class LoggingInstrument(Instrument):
                 "retrymw_target": event.target,
                 "retrymw_attempt": event.attempt,
                 "retrymw_delay": event.delay,
+                **_trace_ids(),
             },
         )
 
@@ -69,6 +73,7 @@ class LoggingInstrument(Instrument):
                 "retrymw_target": event.target,
                 "retrymw_attempt": event.attempt,
                 "retrymw_reason": event.reason,
+                **_trace_ids(),
             },
         )
 
@@ -79,7 +84,11 @@ class LoggingInstrument(Instrument):
             event.circuit,
             event.previous_state,
             event.state,
-            extra={"retrymw_circuit": event.circuit, "retrymw_circuit_state": event.state},
+            extra={
+                "retrymw_circuit": event.circuit,
+                "retrymw_circuit_state": event.state,
+                **_trace_ids(),
+            },
         )
 
     def __repr__(self) -> str:
@@ -108,3 +117,29 @@ def _seconds(value: float) -> str:
 def _subject(operation: str, target: str) -> str:
     # Coroutines use their name as both; HTTP calls read "GET api.example.com".
     return operation if operation == target else f"{operation} {target}"
+
+
+def _no_trace() -> dict[str, Any]:
+    return {}
+
+
+def _trace_reader() -> Callable[[], dict[str, Any]]:
+    """``trace_id``/``span_id`` of the current span, if opentelemetry-api is importable."""
+    try:
+        from opentelemetry.trace import get_current_span
+    except ImportError:
+        return _no_trace
+
+    def trace_ids() -> dict[str, Any]:
+        context = get_current_span().get_span_context()
+        if not context.is_valid:
+            return {}
+        return {
+            "trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x"),
+        }
+
+    return trace_ids
+
+
+_trace_ids = _trace_reader()
