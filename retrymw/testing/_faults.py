@@ -207,11 +207,17 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             self._faults = _Faults(script, rates or {}, latency, seed)
             self._clock = clock if clock is not None else SYSTEM_CLOCK
             self.requests: list[Any] = []
+            self.responses: list[Any] = []
 
         @property
         def injected(self) -> list[str]:
             """What each request met, in order: ``"503"``, ``"reset"``, ``"pass"`` ..."""
             return list(self._faults.injected)
+
+        def _ok(self, request: Any) -> Any:
+            response = flavour.Response(200, content=b"ok", request=request)
+            self.responses.append(response)
+            return response
 
         def _answer(self, fault: Fault, request: Any) -> Any:
             """The response a fault gives, or raise the error it is."""
@@ -225,12 +231,15 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             headers = fault.response_headers()
             if fault.kind == "stall":
                 stream = StalledStream(fault, self._clock, request)
-                return flavour.Response(
+                response = flavour.Response(
                     fault.status, headers=headers, stream=stream, request=request
                 )
-            return flavour.Response(
-                fault.status, headers=headers, content=fault.body, request=request
-            )
+            else:
+                response = flavour.Response(
+                    fault.status, headers=headers, content=fault.body, request=request
+                )
+            self.responses.append(response)
+            return response
 
         async def handle_async_request(self, request: Any) -> Any:
             """Meet the next fault, or pass the request to the inner transport."""
@@ -244,8 +253,10 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             if fault.kind != "pass":
                 return self._answer(fault, request)
             if self._inner is None:
-                return flavour.Response(200, content=b"ok", request=request)
-            return await self._inner.handle_async_request(request)
+                return self._ok(request)
+            response = await self._inner.handle_async_request(request)
+            self.responses.append(response)
+            return response
 
         def handle_request(self, request: Any) -> Any:
             """Meet the next fault, or pass the request to the inner transport (blocking)."""
@@ -259,8 +270,10 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             if fault.kind != "pass":
                 return self._answer(fault, request)
             if self._inner is None:
-                return flavour.Response(200, content=b"ok", request=request)
-            return self._inner.handle_request(request)
+                return self._ok(request)
+            response = self._inner.handle_request(request)
+            self.responses.append(response)
+            return response
 
         async def aclose(self) -> None:
             """Close the inner transport."""
@@ -299,6 +312,7 @@ _DOC = """A {name} transport that injects faults: for tests, chaos drills and th
 
     Attributes:
         requests: every request received, in order.
+        responses: every response handed out, in order (check ``is_closed`` for leaks).
         injected: what each request met (``"503"``, ``"reset"``, ``"pass"`` ...).
 
     Raises:
