@@ -110,7 +110,6 @@ ATTR_SERVER_PORT = "server.port"
 ATTR_URL_FULL = "url.full"
 ATTR_HTTP_STATUS_CODE = "http.response.status_code"
 ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
-ATTR_NETWORK_PROTOCOL_VERSION = "network.protocol.version"
 ATTR_URL_SCHEME = "url.scheme"
 
 # Exception events (semconv), written by retrymw itself so that message and stack trace are
