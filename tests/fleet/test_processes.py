@@ -41,7 +41,7 @@ def run_fleet(url: str) -> float:
                 proc.wait()
     calls = sum(r["calls"] for r in results)
     assert calls >= PROCESSES * RATE * OUTAGE * 0.9
-    return sum(r["attempts"] for r in results) / calls
+    return float(sum(r["attempts"] for r in results) / calls)
 
 
 def test_eight_processes_share_one_budget_in_an_outage(redis_server: RedisServer) -> None:
