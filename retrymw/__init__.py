@@ -40,6 +40,8 @@ from ._core.policy import CallState as CallState
 from ._core.policy import GiveUp as GiveUp
 from ._core.policy import Retry as Retry
 from ._core.policy import RetryPolicy as RetryPolicy
+from ._core.resume import ResumeExhausted as ResumeExhausted
+from ._core.resume import resume as resume
 from ._core.retrier import Retrier as Retrier
 from ._core.retrier import retry as retry
 from ._protect.breaker import CircuitBreaker as CircuitBreaker
@@ -79,6 +81,7 @@ __all__ = [
     "Matcher",
     "Outcome",
     "PerTarget",
+    "ResumeExhausted",
     "Retrier",
     "Retry",
     "RetryBudget",
@@ -94,6 +97,7 @@ __all__ = [
     "on_predicate",
     "on_status",
     "parse_duration",
+    "resume",
     "retry",
     "set_default_instruments",
 ]
