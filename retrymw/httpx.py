@@ -11,13 +11,15 @@ The attempt count of the final response is in ``response.extensions["retrymw.att
 
 A transport returns as soon as the headers arrive, so an error raised while the caller reads
 the body cannot be retried there; `request` and `request_sync` retry the whole exchange instead.
+
+This face binds the one HTTP core (`retrymw._http`) to httpx; `retrymw.httpx2` binds it to
+httpx2, the fork the OpenAI and Anthropic SDKs use, with the same classes and arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 try:
     import httpx
@@ -25,27 +27,20 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise ImportError("retrymw.httpx needs httpx: pip install 'retrymw[httpx]'") from None
 
 from ._core.clock import Clock
-from ._core.errors import ConfigError
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._core.retrier import _DEFAULT, Retrier
-from ._http.body import buffer_async, buffer_sync
-from ._http.client import HELPER_EXTENSION, request, request_sync
-from ._http.exchange import (
-    ATTEMPTS_EXTENSION,
-    AttemptTimeoutError,
-    HttpCall,
-    TransportCircuitOpenError,
-    TransportRetryBudgetExhausted,
-    drive_async,
-    drive_sync,
+from ._core.retrier import _DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._http.client import request, request_sync
+from ._http.exchange import ATTEMPTS_EXTENSION
+from ._http.flavour import (
+    CircuitOpenMixin,
+    Flavour,
+    LoadShedMixin,
+    RetryBudgetExhaustedMixin,
+    register,
 )
-from ._http.limits import bound_transport
-from ._http.semantics import POLICY_EXTENSION, REPLAY_LIMIT, PolicyResolver, http_policy
-from ._protect.budget import RetryBudget
-
-if TYPE_CHECKING:
-    from ._protect.breaker import CircuitBreaker
+from ._http.semantics import POLICY_EXTENSION
+from ._http.transport import AsyncShell, SyncShell
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -54,73 +49,56 @@ __all__ = [
     "AttemptTimeoutError",
     "RetryTransport",
     "TransportCircuitOpenError",
+    "TransportLoadShedError",
     "TransportRetryBudgetExhausted",
     "request",
     "request_sync",
 ]
 
 
-class _Core:
-    """What both transports share: the retrier and the policies."""
-
-    __slots__ = ("resolver", "retrier")
-
-    def __init__(
-        self,
-        policy: RetryPolicy | None,
-        breaker: CircuitBreaker | None,
-        budget: RetryBudget | None,
-        instruments: Any,
-        clock: Clock | None,
-        policies: Mapping[str, RetryPolicy] | None,
-    ) -> None:
-        self.resolver = PolicyResolver(http_policy(policy), policies)
-        self.retrier = Retrier(
-            self.resolver.default,
-            breaker=breaker,
-            budget=budget,
-            instruments=instruments,
-            clock=clock,
-        )
-
-    def prepare(self, request: httpx.Request) -> RetryPolicy:
-        """Return the request's policy; refuse a request from a client helper."""
-        extensions = request.extensions
-        if extensions.get(HELPER_EXTENSION):
-            raise ConfigError(
-                "client",
-                request,
-                "its transport already retries (AsyncRetryTransport/RetryTransport); "
-                "retrymw.httpx.request would multiply the attempts",
-                "a client with a plain transport",
-            )
-        return self.resolver.resolve(extensions.get(POLICY_EXTENSION))
-
-    def describe(self, kind: str, transport: object) -> str:
-        policy = self.resolver.default
-        return f"<{kind} policy={policy.name!r} attempts={policy.attempts} transport={transport!r}>"
+class TransportCircuitOpenError(CircuitOpenMixin, httpx.TransportError):
+    """The breaker rejected a request: a `CircuitOpenError` that is also an httpx error."""
 
 
-def _check_transport(transport: object, kind: type, twin: type, use: str, example: str) -> None:
-    """Refuse an inner transport that is not an httpx ``kind`` (``twin`` is the other flavour)."""
-    if transport is None or isinstance(transport, kind):
-        return
-    problem = f"must be an httpx.{kind.__name__} or None"
-    if isinstance(transport, twin):
-        problem += f" (an httpx.{twin.__name__} needs {use})"
-    raise ConfigError("transport", transport, problem, example)
+class TransportLoadShedError(LoadShedMixin, httpx.TransportError):
+    """The throttle shed a request: a `LoadShedError` that is also an httpx error."""
+
+
+class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx.TransportError):
+    """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx error."""
+
+
+class AttemptTimeoutError(httpx.TimeoutException, TimeoutError):
+    """An async attempt outlived the policy's ``timeout`` (or ``deadline``) and was cancelled."""
+
+
+_FLAVOUR = register(
+    Flavour(
+        httpx,
+        TransportCircuitOpenError,
+        TransportLoadShedError,
+        TransportRetryBudgetExhausted,
+        AttemptTimeoutError,
+    )
+)
 
 
 @final
-class AsyncRetryTransport(httpx.AsyncBaseTransport):
+class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
     """An httpx transport that retries through a `Retrier`; wraps any async transport.
 
     Args:
         transport: the inner transport; ``httpx.AsyncHTTPTransport()`` by default.
         policy: the default policy. Without ``retry_on`` (the default policy too) it retries
             connect errors, timeouts, other network errors and the statuses 429, 502, 503, 504.
-        breaker: a `CircuitBreaker` template, keyed per host (``host`` or ``host:port``).
-        budget: the cross-call `RetryBudget`; a fresh one by default, ``None`` turns it off.
+        breaker: a `CircuitBreaker`, used as it is: one circuit for every host; or
+            ``PerTarget(CircuitBreaker(...))`` for one per host (``host`` or ``host:port``);
+            ``None`` (the default) for none.
+        budget: the cross-call `RetryBudget`, used as it is (one for every host), or a
+            ``PerTarget`` of one; by default ``PerTarget(RetryBudget())``, one per host;
+            ``None`` turns it off.
+        throttle: an `AdaptiveThrottle` or a ``PerTarget`` of one; a shed request raises
+            `TransportLoadShedError` and is never retried; ``None`` (the default) for none.
         instruments: instruments for the events; ``None`` for the process defaults.
         clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
@@ -128,79 +106,55 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
     method. Bodies up to `max_replay_body` bytes are buffered so they can be replayed; longer
-    ones are sent once. ``Retry-After`` on 429 and 503 sets the least delay; a hint beyond the
-    policy's limits returns that response at once. Superseded responses are closed before the
-    backoff sleep. On give-up the last response is returned open, or the last error raised.
+    ones are sent once. The server's hints set the least delay (``Retry-After``,
+    ``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows
+    or forbids a retry; a hint beyond the policy's limits returns that response at once. An
+    SDK's ``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK
+    itself retries (the count arrives at 1 or more) is sent once, with a warning.
+    Superseded responses are closed before the backoff sleep. On give-up the last response
+    is returned open, or the last error raised.
 
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
+        TransportLoadShedError: the throttle shed the request.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
-        ConfigError: an invalid argument, or an invalid ``extensions["retrymw"]`` value; the
-            message names the field, the value and an accepted example.
+        ConfigError: an invalid argument, a request or transport of httpx2 (naming both), or
+            an invalid ``extensions["retrymw"]`` value; the message names the field, the value
+            and an accepted example.
 
     .. versionadded:: 0.1
     """
 
-    #: Streaming request bodies up to this size are buffered; larger ones are never resent.
-    max_replay_body: int = REPLAY_LIMIT
+    _flavour = _FLAVOUR
 
     def __init__(
         self,
         transport: httpx.AsyncBaseTransport | None = None,
         *,
         policy: RetryPolicy | None = None,
-        breaker: CircuitBreaker | None = None,
-        budget: RetryBudget | None = _DEFAULT,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = _DEFAULT,
+        throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
     ) -> None:
-        _check_transport(
+        self._setup(
             transport,
-            httpx.AsyncBaseTransport,
-            httpx.BaseTransport,
-            "RetryTransport and httpx.Client",
-            "httpx.AsyncHTTPTransport()",
+            True,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
         )
-        self._core = _Core(policy, breaker, budget, instruments, clock, policies)
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-
-    @property
-    def retrier(self) -> Retrier:
-        """The `Retrier` behind the transport (its budget and breakers hold the statistics)."""
-        return self._core.retrier
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` through the inner transport, retrying per the policy."""
-        core = self._core
-        policy = core.prepare(request)
-        replayable = await buffer_async(request, self.max_replay_body)
-        call = HttpCall(core.retrier, request, policy, replayable)
-        return await drive_async(call, self._transport.handle_async_request)
-
-    async def aclose(self) -> None:
-        """Close the inner transport."""
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> AsyncRetryTransport:
-        await self._transport.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self._transport.__aexit__(exc_type, exc_value, traceback)
-
-    def __repr__(self) -> str:
-        return self._core.describe("AsyncRetryTransport", self._transport)
 
 
 @final
-class RetryTransport(httpx.BaseTransport):
+class RetryTransport(SyncShell, httpx.BaseTransport):
     """Sync twin of `AsyncRetryTransport`, for ``httpx.Client``; same arguments and behaviour.
 
     A blocking attempt cannot be cancelled, so the policy's ``timeout`` (cut by its
@@ -212,61 +166,31 @@ class RetryTransport(httpx.BaseTransport):
     .. versionadded:: 0.1
     """
 
-    #: Streaming request bodies up to this size are buffered; larger ones are never resent.
-    max_replay_body: int = REPLAY_LIMIT
+    _flavour = _FLAVOUR
 
     def __init__(
         self,
         transport: httpx.BaseTransport | None = None,
         *,
         policy: RetryPolicy | None = None,
-        breaker: CircuitBreaker | None = None,
-        budget: RetryBudget | None = _DEFAULT,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = _DEFAULT,
+        throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
     ) -> None:
-        _check_transport(
+        self._setup(
             transport,
-            httpx.BaseTransport,
-            httpx.AsyncBaseTransport,
-            "AsyncRetryTransport and httpx.AsyncClient",
-            "httpx.HTTPTransport()",
+            False,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
         )
-        self._core = _Core(policy, breaker, budget, instruments, clock, policies)
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
-        bound_transport(self._transport)  # its sockets honour each attempt's time limit
-
-    @property
-    def retrier(self) -> Retrier:
-        """The `Retrier` behind the transport (its budget and breakers hold the statistics)."""
-        return self._core.retrier
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` through the inner transport, retrying per the policy."""
-        core = self._core
-        policy = core.prepare(request)
-        call = HttpCall(core.retrier, request, policy, buffer_sync(request, self.max_replay_body))
-        return drive_sync(call, self._transport.handle_request)
-
-    def close(self) -> None:
-        """Close the inner transport."""
-        self._transport.close()
-
-    def __enter__(self) -> RetryTransport:
-        self._transport.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        self._transport.__exit__(exc_type, exc_value, traceback)
-
-    def __repr__(self) -> str:
-        return self._core.describe("RetryTransport", self._transport)
 
 
 publish(globals(), __all__, __name__)

@@ -18,7 +18,8 @@ import anyio
 
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
-from .._protect.registry import CircuitBreakerRegistry
+from .._protect.targets import PerTarget
+from .._protect.throttle import AdaptiveThrottle
 from .callables import (
     SUSPECT_RESULTS,
     Refused,
@@ -33,15 +34,22 @@ from .callables import (
 )
 from .clock import SYSTEM_CLOCK, Clock, waits_disabled
 from .errors import ConfigError
+from .events import BreakerStateChanged
 from .instruments import Dispatch, Instrument
 from .policy import RetryPolicy
 from .redact import safe_repr
-from .run import AttemptAdapter, CallRun
+from .run import AttemptAdapter, CallRun, for_target
 
-__all__ = ["Retrier", "retry"]
+__all__ = ["BreakerArg", "BudgetArg", "Retrier", "ThrottleArg", "retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: What ``breaker=``, ``budget=`` and ``throttle=`` accept: one instance, used as it is for
+#: every call, or a `PerTarget` of one (an instance per HTTP host or operation), or ``None``.
+BreakerArg = CircuitBreaker | PerTarget[CircuitBreaker] | None
+BudgetArg = RetryBudget | PerTarget[RetryBudget] | None
+ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
 _DEFAULT: Any = object()
 _NOT_GIVEN: Any = object()
@@ -50,11 +58,18 @@ _NOT_GIVEN: Any = object()
 class Retrier:
     """Runs functions and coroutines under a `RetryPolicy`, with breaker, budget and telemetry.
 
+    The breaker, budget and throttle given are used as they are, for every call: what their
+    ``statistics()`` say is the truth, and listeners added later fire. A `PerTarget` of one
+    gives each target (the operation name; the host for the httpx transports) its own.
+
     Args:
         policy: the policy; the default `RetryPolicy()` when omitted.
-        breaker: a `CircuitBreaker` used as a template, keyed per operation (per host for the
-            httpx transport); ``None`` for no breaker.
-        budget: the cross-call `RetryBudget`; a fresh one by default, ``None`` turns it off.
+        breaker: a `CircuitBreaker` (one circuit for every call), a ``PerTarget`` of one, or
+            ``None`` for no breaker.
+        budget: the cross-call `RetryBudget` (or a ``PerTarget`` of one); a fresh one by
+            default, ``None`` turns it off.
+        throttle: an `AdaptiveThrottle` (or a ``PerTarget`` of one) shedding attempts with
+            `LoadShedError` (outcome ``shed``, never retried); ``None`` (the default) for none.
         instruments: instruments receiving events; ``None`` for the process defaults (see
             `retrymw.set_default_instruments`), ``()`` for none.
         clock: where time is read and slept; the system clock by default.
@@ -67,7 +82,7 @@ class Retrier:
     """
 
     __slots__ = (
-        "_breakers",
+        "_breaker",
         "_budget",
         "_budget_reported_at",
         "_clock",
@@ -75,6 +90,7 @@ class Retrier:
         "_plain",
         "_quiet",
         "_rng",
+        "_throttle",
         "policy",
     )
 
@@ -82,26 +98,28 @@ class Retrier:
         self,
         policy: RetryPolicy | None = None,
         *,
-        breaker: CircuitBreaker | None = None,
-        budget: RetryBudget | None = _DEFAULT,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = _DEFAULT,
+        throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,
         rng: Random | None = None,
     ) -> None:
-        _check_arguments(policy, breaker, budget, instruments, clock, rng)
+        _check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        self._budget = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
+        self._budget: BudgetArg = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
+        self._throttle: ThrottleArg = throttle
         if instruments is None:
             from ..instrumentation import default_instruments
 
             instruments = default_instruments()
         self._dispatch = Dispatch(instruments)
-        self._breakers: CircuitBreakerRegistry | None = None
-        if breaker is not None:
-            self._breakers = CircuitBreakerRegistry(
-                breaker, listeners=(self._dispatch.breaker_listener,)
-            )
+        self._breaker: BreakerArg = breaker
+        if breaker is not None and self._dispatch.breaker_state_changed:
+            # The user's own breaker reports to this retrier's instruments; the same instruments
+            # listen once however many retriers and transports share the breaker.
+            breaker.add_listener(_BreakerEvents(self._dispatch))
         self._rng = rng if rng is not None else Random()
         self._budget_reported_at = -math.inf
         self._plain = self._is_plain(self.policy, self._dispatch)
@@ -119,10 +137,11 @@ class Retrier:
     def plain_first_attempt(self, policy: RetryPolicy) -> bool:
         """Whether a call under ``policy`` starting now may run its first attempt bare.
 
-        True when no instrument observes calls or attempts, no breaker admits them, and the
-        policy bounds no attempt in time. A front door that checks results itself (the httpx
-        transport) then runs the first attempt directly and hands it to `execute_async` /
-        `execute_sync` through ``first_result`` / ``first_error`` only when it needs a retry.
+        True when no instrument observes calls or attempts, no breaker or throttle admits
+        them, and the policy bounds no attempt in time. A front door that checks results
+        itself (the httpx transport) then runs the first attempt directly and hands it to
+        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` only when
+        it needs a retry.
         """
         return self._is_plain(policy, self._current()[0], results_checked=True)
 
@@ -141,7 +160,8 @@ class Retrier:
             or dispatch.attempt_started
             or dispatch.attempt_finished
             or dispatch.call_finished
-            or self._breakers is not None
+            or self._breaker is not None
+            or self._throttle is not None
             or policy.timeout is not None
             or policy.deadline is not None
             or (
@@ -150,14 +170,23 @@ class Retrier:
         )
 
     @property
-    def budget(self) -> RetryBudget | None:
-        """The cross-call retry budget, or ``None``."""
+    def budget(self) -> BudgetArg:
+        """The cross-call retry budget (or `PerTarget` of them) in use, or ``None``."""
         return self._budget
 
     @property
-    def breakers(self) -> CircuitBreakerRegistry | None:
-        """The keyed circuit breakers, or ``None`` when no breaker was given."""
-        return self._breakers
+    def breaker(self) -> BreakerArg:
+        """The circuit breaker (or `PerTarget` of them) given, itself, or ``None``."""
+        return self._breaker
+
+    @property
+    def throttle(self) -> ThrottleArg:
+        """The adaptive throttle (or `PerTarget` of them) given, itself, or ``None``."""
+        return self._throttle
+
+    def budget_for(self, target: str) -> RetryBudget | None:
+        """The budget a call to ``target`` spends and funds (created for a new target)."""
+        return for_target(self._budget, target)
 
     def __repr__(self) -> str:
         return f"<Retrier policy={self.policy.name!r} attempts={self.policy.attempts}>"
@@ -177,6 +206,7 @@ class Retrier:
             Exception: the last exception, with a note saying why retrying stopped.
             RetryBudgetExhausted: the policy's ``retry_budget`` ran out.
             CircuitOpenError: the breaker rejected the call before its first attempt.
+            LoadShedError: the throttle shed an attempt (see `LoadShedError`).
             TypeError: ``fn`` cannot be retried by ``call`` (see above).
         """
         check_callable(fn, "retrier.call()")
@@ -240,7 +270,7 @@ class Retrier:
                 if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
                     result = await awaitable
                     if self._budget is not None:
-                        self._budget.record_success()
+                        self._record_success(operation, fn)
                     return result
             except Exception as error:
                 return await self.execute_async(
@@ -272,11 +302,19 @@ class Retrier:
                 if refusal is not None:
                     raise refusal  # never retried
             if self._budget is not None:
-                self._budget.record_success()
+                self._record_success(operation, fn)
             return result
         return self.execute_sync(
             sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
         )
+
+    def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
+        """Fund the budget for a call that succeeded on the plain path."""
+        budget = self._budget
+        if isinstance(budget, PerTarget):
+            budget = budget.for_target(operation or operation_name(fn))
+        if budget is not None:
+            budget.record_success()
 
     # -- drivers -------------------------------------------------------------------------------
 
@@ -394,14 +432,57 @@ def _sync_timeout_error(timeout: float) -> ConfigError:
     )
 
 
+class _BreakerEvents:
+    """A breaker listener forwarding transitions to a dispatch's instruments.
+
+    Two of them are equal when they feed the same instruments, so a breaker shared by several
+    retriers (a config's retrier and transport) reports each transition to them once.
+    """
+
+    __slots__ = ("_dispatch", "_key")
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        self._dispatch = dispatch
+        self._key = tuple(id(instrument) for instrument in dispatch.instruments)
+
+    def __call__(self, event: BreakerStateChanged) -> None:
+        self._dispatch.breaker_listener(event)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BreakerEvents) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+def _check_protection(name: str, value: object, kind: type, example: str) -> None:
+    """Refuse a breaker, budget or throttle that is neither ``kind`` nor a PerTarget of one."""
+    if value is None or isinstance(value, kind):
+        return
+    if isinstance(value, PerTarget) and isinstance(value.template, kind):
+        return
+    raise ConfigError(
+        name, value, f"must be a {kind.__name__}, a PerTarget of one, or None", example
+    )
+
+
 def _check_arguments(
-    policy: object, breaker: object, budget: object, instruments: object, clock: object, rng: object
+    policy: object,
+    breaker: object,
+    budget: object,
+    throttle: object,
+    instruments: object,
+    clock: object,
+    rng: object,
 ) -> None:
     """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
+    _check_protection("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")')
+    _check_protection(
+        "budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"
+    )
+    _check_protection("throttle", throttle, AdaptiveThrottle, "AdaptiveThrottle()")
     checks = (
         ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
-        ("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")'),
-        ("budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"),
         ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
         ("rng", rng, Random, "random.Random(42)"),
     )
@@ -434,8 +515,9 @@ def retry(fn: Callable[P, T], /) -> Callable[P, T]: ...
 @overload
 def retry(
     *,
-    breaker: CircuitBreaker | None = None,
-    budget: RetryBudget | None = _DEFAULT,
+    breaker: BreakerArg = None,
+    budget: BudgetArg = _DEFAULT,
+    throttle: ThrottleArg = None,
     instruments: Any = None,
     clock: Clock | None = None,
     **policy_fields: Any,
@@ -446,16 +528,17 @@ def retry(
     fn: Callable[..., Any] | None = None,
     /,
     *,
-    breaker: CircuitBreaker | None = None,
-    budget: RetryBudget | None = _DEFAULT,
+    breaker: BreakerArg = None,
+    budget: BudgetArg = _DEFAULT,
+    throttle: ThrottleArg = None,
     instruments: Any = None,
     clock: Clock | None = None,
     **policy_fields: Any,
 ) -> Any:
     """Shorthand decorator: ``@retry(attempts=5, retry_on=["timeout"])``, or bare ``@retry``.
 
-    Policy fields go to `RetryPolicy`; ``breaker``, ``budget``, ``instruments`` and ``clock`` go
-    to `Retrier`. Bare ``@retry`` is ``@retry()``: the default policy.
+    Policy fields go to `RetryPolicy`; ``breaker``, ``budget``, ``throttle``, ``instruments``
+    and ``clock`` go to `Retrier`. Bare ``@retry`` is ``@retry()``: the default policy.
 
     Raises:
         TypeError: the positional argument is not a function (policy fields are keywords, and
@@ -474,6 +557,7 @@ def retry(
         RetryPolicy(**policy_fields),
         breaker=breaker,
         budget=budget,
+        throttle=throttle,
         instruments=instruments,
         clock=clock,
     )

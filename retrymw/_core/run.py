@@ -7,9 +7,13 @@ every decision is delegated to the pure `RetryPolicy.decide`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .errors import CircuitOpenError, RetryBudgetExhausted, add_note
+from .._protect.breaker import CircuitBreaker
+from .._protect.budget import RetryBudget
+from .._protect.targets import PerTarget
+from .._protect.throttle import AdaptiveThrottle
+from .errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
 from .events import (
     AttemptFinished,
     AttemptOutcome,
@@ -30,11 +34,19 @@ from .redact import safe_repr
 if TYPE_CHECKING:
     from random import Random
 
-    from .._protect.budget import RetryBudget
-    from .._protect.registry import CircuitBreakerRegistry
     from .clock import Clock
 
-__all__ = ["AttemptAdapter", "CallRun", "Runtime"]
+__all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
+
+
+K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle)
+
+
+def for_target(protection: K | PerTarget[K] | None, target: str) -> K | None:
+    """The instance that governs ``target``: the one given, or its `PerTarget`'s for it."""
+    if isinstance(protection, PerTarget):
+        return protection.for_target(target)
+    return protection
 
 
 class Runtime(Protocol):
@@ -42,9 +54,10 @@ class Runtime(Protocol):
 
     _clock: Clock
     _rng: Random
-    _budget: RetryBudget | None
+    _budget: RetryBudget | PerTarget[RetryBudget] | None
     _budget_reported_at: float
-    _breakers: CircuitBreakerRegistry | None
+    _breaker: CircuitBreaker | PerTarget[CircuitBreaker] | None
+    _throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
 
 _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
@@ -53,6 +66,7 @@ _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "throttled": "throttled",
     "deadline_exceeded": "deadline_exceeded",
     "circuit_open": "circuit_open",
+    "shed": "shed",
     "not_idempotent": "failure",
     "body_not_replayable": "failure",
     "retry_after_exceeds_limit": "failure",
@@ -67,6 +81,7 @@ _WHY: dict[RetryReason, str] = {
     "throttled": "the cross-call retry budget denied the retry",
     "deadline_exceeded": "the next retry would start past the deadline",
     "circuit_open": "the circuit breaker is open",
+    "shed": "the adaptive throttle shed the retry",
     "not_idempotent": "the request is not idempotent",
     "body_not_replayable": "the request body cannot be replayed",
     "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
@@ -113,6 +128,7 @@ class CallRun:
         "attempt_scopes",
         "attempt_started_at",
         "breaker",
+        "budget",
         "call_scopes",
         "dispatch",
         "error",
@@ -127,6 +143,7 @@ class CallRun:
         "state",
         "status",
         "target",
+        "throttle",
     )
 
     def __init__(
@@ -147,7 +164,11 @@ class CallRun:
         self.request = request
         self.dispatch = dispatch
         self.state = CallState(retrier._clock.now())
-        self.breaker = None if retrier._breakers is None else retrier._breakers.get(self.target)
+        # The instances that govern this call's target, resolved once: the very objects the
+        # user gave, or their PerTarget's for this target.
+        self.breaker = for_target(retrier._breaker, self.target)
+        self.budget = for_target(retrier._budget, self.target)
+        self.throttle = for_target(retrier._throttle, self.target)
         self.admitted = False
         self.call_scopes = NO_SCOPES
         self.attempt_scopes = NO_SCOPES
@@ -190,21 +211,23 @@ class CallRun:
         return self.finish_attempt(None if error is not None else result, error)
 
     def start_attempt(self) -> bool:
-        """Ask the breaker for admission and open the attempt; False ends the call."""
-        breaker = self.breaker
-        if breaker is not None:
-            if not breaker.allow_request():
-                if self.state.attempt:
-                    self._deny("circuit_open", self._last_outcome())
-                if self.state.attempt == 0 or (
-                    self.adapter is not None and self.result is not None
-                ):
-                    # Before any attempt, or after the last result was already disposed of
-                    # (a closed response must not be returned): the call fails fast.
-                    self.result = None
-                    self.outcome = "circuit_open"
-                    self.error = CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
-                    self.reason = "circuit_open"
+        """Ask the breaker, then the throttle, for admission and open the attempt.
+
+        False ends the call: before any attempt, or after the last result was disposed of,
+        with `CircuitOpenError` or `LoadShedError`; otherwise with the last outcome.
+        """
+        breaker, throttle = self.breaker, self.throttle
+        if breaker is not None or throttle is not None:
+            if breaker is not None and not breaker.allow_request():
+                self._refuse(
+                    "circuit_open", CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
+                )
+                return False
+            if throttle is not None and not throttle.allow_request():
+                if breaker is not None:
+                    breaker.release()  # a half-open probe slot goes back unused
+                probability = throttle.reject_probability()
+                self._refuse("shed", LoadShedError(throttle.name, reject_probability=probability))
                 return False
             self.admitted = True
         state = self.state
@@ -244,16 +267,18 @@ class CallRun:
         self.result, self.error, self.status = result, error, outcome.status
         decision = policy.decide(state, outcome, now=now, rng=retrier._rng)
         matched = not isinstance(decision, Accept)
-        if self.breaker is not None and self.admitted:
+        if self.admitted:
             self.admitted = False
-            if matched:
-                self.breaker.record_failure()
-            else:
-                self.breaker.record_success()
+            for guard in (self.breaker, self.throttle):
+                if guard is not None:
+                    if matched:
+                        guard.record_failure()
+                    else:
+                        guard.record_success()
         if isinstance(decision, Retry):
             if self.breaker is not None and self.breaker.state == "open":
                 decision = GiveUp("circuit_open")
-            elif retrier._budget is not None and not retrier._budget.try_acquire():
+            elif self.budget is not None and not self.budget.try_acquire():
                 decision = GiveUp("throttled")
         hooks = self.dispatch.attempt_finished
         if hooks:
@@ -314,8 +339,8 @@ class CallRun:
     def conclude(self) -> Any:
         """Finish the call: emit its end, then return the value or raise, per the policy."""
         error = self.error
-        if error is None and self.outcome == "success" and self.retrier._budget is not None:
-            self.retrier._budget.record_success()
+        if error is None and self.outcome == "success" and self.budget is not None:
+            self.budget.record_success()
         self._emit_finished(error)
         self.call_scopes.exit()
         if error is None:
@@ -334,7 +359,7 @@ class CallRun:
             )
             exhausted.__cause__ = error
             error = exhausted
-        elif not isinstance(error, CircuitOpenError):
+        elif not isinstance(error, (CircuitOpenError, LoadShedError)):
             # An exception object raised again and again (a module-level instance) keeps one
             # retrymw note, the latest, instead of one per call.
             notes = getattr(error, "__notes__", None)
@@ -361,9 +386,11 @@ class CallRun:
         Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are ``cancelled``; anything else
         (a ``retry_on`` predicate or a fallback that raised) is a ``failure``.
         """
-        if self.breaker is not None and self.admitted:
+        if self.admitted:
             self.admitted = False
-            self.breaker.release()
+            for guard in (self.breaker, self.throttle):
+                if guard is not None:
+                    guard.release()
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
         self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
@@ -382,6 +409,18 @@ class CallRun:
         matcher = self.policy.retry_on
         status = status_of(result) if matcher is not None and matcher.uses_results else None
         return Outcome(attempt, elapsed, None, result, status)
+
+    def _refuse(self, reason: RetryReason, error: Exception) -> None:
+        """A breaker or throttle refused the next attempt: end the call for ``reason``."""
+        if self.state.attempt:
+            self._deny(reason, self._last_outcome())
+        if self.state.attempt == 0 or (self.adapter is not None and self.result is not None):
+            # Before any attempt, or after the last result was already disposed of (a closed
+            # response must not be returned): the call fails fast with the refusal itself.
+            self.result = None
+            self.outcome = _OUTCOME_OF_REASON[reason]
+            self.error = error
+            self.reason = reason
 
     def _last_outcome(self) -> Outcome:
         return Outcome(self.state.attempt, 0.0, self.error, self.result, self.status)
@@ -421,11 +460,11 @@ class CallRun:
         # Reading the budget folds its lock-free success count under a lock: worth it on every
         # call that retried, and at most once a second on the success path so the gauge still
         # shows the bucket refilling.
-        if retrier._budget is not None and (
+        if self.budget is not None and (
             self.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
         ):
             retrier._budget_reported_at = now
-            budget_available = retrier._budget.available()
+            budget_available = self.budget.available()
         Dispatch.emit(
             hooks,
             CallFinished(
@@ -443,5 +482,5 @@ class CallRun:
         )
 
     def _budget_available(self) -> float | None:
-        budget = self.retrier._budget
+        budget = self.budget
         return None if budget is None else budget.available()

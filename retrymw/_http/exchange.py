@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import httpx
 
-from .._core.errors import CircuitOpenError, RetryBudgetExhausted, add_note
+from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
+from .._protect.targets import PerTarget
 from .limits import limit_sync_attempt, within
 from .semantics import DRAIN_GRACE, DRAIN_TIMEOUT, HttpExchange, drainable, format_target
 
@@ -39,6 +40,7 @@ __all__ = [
     "AttemptTimeoutError",
     "HttpCall",
     "TransportCircuitOpenError",
+    "TransportLoadShedError",
     "TransportRetryBudgetExhausted",
     "drive_async",
     "drive_sync",
@@ -67,6 +69,14 @@ class TransportCircuitOpenError(CircuitOpenError, httpx.TransportError):
         self.request = request
 
 
+class TransportLoadShedError(LoadShedError, httpx.TransportError):
+    """The throttle shed a request: a `LoadShedError` that is also an httpx error."""
+
+    def __init__(self, throttle: str, *, reject_probability: float, request: httpx.Request) -> None:
+        super().__init__(throttle, reject_probability=reject_probability)
+        self.request = request
+
+
 class TransportRetryBudgetExhausted(RetryBudgetExhausted, httpx.TransportError):
     """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx error."""
 
@@ -91,6 +101,10 @@ def translate(error: Exception, request: httpx.Request, policy: RetryPolicy) -> 
         return None
     if isinstance(error, CircuitOpenError):
         new = TransportCircuitOpenError(error.circuit, retry_in=error.retry_in, request=request)
+    elif isinstance(error, LoadShedError):
+        new = TransportLoadShedError(
+            error.throttle, reject_probability=error.reject_probability, request=request
+        )
     elif isinstance(error, RetryBudgetExhausted):
         new = TransportRetryBudgetExhausted(
             str(error), attempts=error.attempts, delay_so_far=error.delay_so_far, request=request
@@ -148,6 +162,8 @@ class HttpCall(HttpExchange):
         if self.policy.matches(self.outcome(1, 0.0, response, None)):
             return False
         budget = self.retrier.budget
+        if isinstance(budget, PerTarget):  # the target is computed only when it keys something
+            budget = budget.for_target(self.target)
         if budget is not None:
             budget.record_success()
         return True

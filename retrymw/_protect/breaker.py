@@ -308,10 +308,13 @@ class CircuitBreaker:
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener`` with a `BreakerStateChanged` on every transition.
 
-        Listeners run outside the breaker's lock; one that raises is logged and skipped.
+        Listeners run outside the breaker's lock; one that raises is logged and skipped. A
+        listener equal to one already added is not added again (retriers sharing a breaker and
+        their instruments register equal listeners: each transition is reported once).
         """
         with self._lock:
-            self._listeners = (*self._listeners, listener)
+            if listener not in self._listeners:
+                self._listeners = (*self._listeners, listener)
 
     def statistics(self) -> CircuitBreakerStatistics:
         """Return a frozen snapshot of the breaker."""

@@ -120,6 +120,8 @@ class PerTarget(Generic[Protection]):
         if not isinstance(self.template, CircuitBreaker):
             raise TypeError(f"only a PerTarget of CircuitBreaker has listeners, not {self!r}")
         with self._lock:
+            if listener in self._listeners:
+                return
             self._listeners = (*self._listeners, listener)
             live: list[_Kind] = list(self._instances.values())
         for breaker in live:

@@ -184,11 +184,12 @@ class _Client:
                 rng=random.Random(f"{run.seed}:breaker:{index}"),
                 **scenario.breaker,
             )
-            breaker.add_listener(self.transitions.append)  # keyed clones copy it
+            breaker.add_listener(self.transitions.append)
             breaker.add_listener(run.on_transition)
         budget = (
             None if scenario.budget is None else RetryBudget(clock=run.clock, **scenario.budget)
         )
+        self.budget = budget
         self.retrier = Retrier(
             scenario.policy,
             breaker=breaker,
@@ -297,7 +298,7 @@ class _Run:
 
     def result(self) -> SimulationResult:
         scenario = self.scenario
-        budgets = [c.retrier.budget.statistics() for c in self.clients if c.retrier.budget]
+        budgets = [c.budget.statistics() for c in self.clients if c.budget is not None]
         trips = sum(event.state == "open" for c in self.clients for event in c.transitions)
         open_seconds = statistics.fmean(c.open_seconds(scenario.duration) for c in self.clients)
         recover = None

@@ -7,7 +7,7 @@ import shutil
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._core.events import (
     AttemptFinished,
@@ -17,6 +17,7 @@ from .._core.events import (
     RetryScheduled,
 )
 from .._core.redact import redact_url
+from .._protect.targets import PerTarget
 from ..instrumentation import Instrument
 from ._common import human_duration, percent, silence
 
@@ -249,11 +250,18 @@ def _outcome_counts(stats: DemoStats) -> list[tuple[str, int]]:
 
 
 def _breaker_state(retrier: Retrier | None) -> str:
-    registry = retrier.breakers if retrier is not None else None
-    if registry is None:
+    breaker = retrier.breaker if retrier is not None else None
+    if breaker is None:
         return "none"
-    states = {stats.state for stats in registry.statistics().values()}
+    states = {one.state for one in _instances(breaker)}
     return "/".join(sorted(states)) or "closed"
+
+
+def _instances(protection: Any) -> list[Any]:
+    """The live instances of a breaker or budget given as it is or as a `PerTarget`."""
+    if isinstance(protection, PerTarget):
+        return [one for one in map(protection.get, protection) if one is not None]
+    return [protection]
 
 
 def progress_line(
@@ -310,8 +318,10 @@ def progress_line(
     parts["breaker"] = [f"breaker {_breaker_state(retrier)}"]
     budget = retrier.budget if retrier is not None else None
     if budget is not None:
-        snapshot = budget.statistics()
-        parts["budget"] = [f"budget {snapshot.available:.0f}/{snapshot.capacity:.0f}", ""]
+        snapshots = [one.statistics() for one in _instances(budget)]  # one per host by default
+        available = sum(snapshot.available for snapshot in snapshots)
+        capacity = sum(snapshot.capacity for snapshot in snapshots)
+        parts["budget"] = [f"budget {available:.0f}/{capacity:.0f}", ""]
     parts["upstream"] = [f"upstream {'DOWN' if outage else 'up'}", ""]
 
     def render() -> str:

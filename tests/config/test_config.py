@@ -615,9 +615,9 @@ def test_retrier_uses_the_breaker_and_budget_named_like_the_policy() -> None:
     assert isinstance(retrier, Retrier)
     assert retrier.policy == config.policy("db")
     assert retrier.budget is config.budget("db")
-    assert retrier.breakers is not None
+    assert retrier.breaker is config.breaker("db")
     plain = config.retrier("cache")
-    assert plain.breakers is None
+    assert plain.breaker is None
     assert isinstance(plain.budget, RetryBudget)
     assert plain.budget is not config.budget("db")
     assert config.retrier().policy == config.defaults

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from retrymw import PerTarget
 from retrymw._config.loader import RetryConfig, load_config
 from retrymw._core.errors import ConfigError
 from retrymw.httpx import (
@@ -123,12 +124,10 @@ def test_the_transport_shares_the_configured_budget(config: RetryConfig) -> None
 
 
 def test_the_transport_uses_the_configured_breaker(config: RetryConfig) -> None:
-    """The breaker configured for the policy opens the host's circuit after its threshold."""
+    """The breaker configured for the policy is the very circuit the transport opens."""
     sent: list[int] = []
     transport = config.transport("payments", httpx.MockTransport(failing(sent)))
-    breakers = transport.retrier.breakers
-    assert breakers is not None
-    assert breakers.template is config.breaker("payments")
+    assert transport.retrier.breaker is config.breaker("payments")
     with instant(), httpx.Client(transport=transport) as client:
         assert client.get("http://127.0.0.1/").status_code == 503  # 4 failed attempts
         # failure_threshold 5: the fifth failure opens the host's circuit mid-call ...
@@ -138,13 +137,14 @@ def test_the_transport_uses_the_configured_breaker(config: RetryConfig) -> None:
         with pytest.raises(TransportCircuitOpenError):
             client.get("http://127.0.0.1/")
     assert len(sent) == 5
+    assert config.breaker("payments").statistics().state == "open"
 
 
 def test_a_policy_without_protection_gets_the_transport_defaults(config: RetryConfig) -> None:
-    """No breaker and a fresh default budget, as for ``config.retrier(name)``."""
+    """No breaker and the transport's default: a fresh budget per host."""
     transport = config.transport("once", httpx.MockTransport(failing([])))
-    assert transport.retrier.breakers is None
-    assert transport.retrier.budget is not None
+    assert transport.retrier.breaker is None
+    assert isinstance(transport.retrier.budget, PerTarget)
     assert transport.retrier.budget is not config.retrier("once").budget
 
 
