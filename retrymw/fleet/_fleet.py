@@ -151,6 +151,7 @@ class RedisFleet:
         """What belongs to one process: member id, connections, synchroniser, health."""
         self.member = uuid.uuid4().hex[:16]
         self._lock = threading.Lock()
+        self._stepping = threading.Lock()  # one step at a time: the thread's, or a caller's
         self._wake = threading.Event()
         self._client = connect(self._url, timeout=self._timeout)
         self._probe_client = connect(self._url, timeout=self._probe_timeout)
@@ -279,6 +280,10 @@ class RedisFleet:
 
     def sync(self) -> bool:
         """Run one step now (the synchroniser calls it); ``True`` if the store answered."""
+        with self._stepping:
+            return self._step()
+
+    def _step(self) -> bool:
         with self._lock:
             links = list(self._links.values())
         if not links:

@@ -49,6 +49,11 @@ class HookedBreaker(CircuitBreaker):  # type: ignore[misc]
 
     _gate: Callable[[], bool] | None = None
 
+    def clone(self, name: str) -> HookedBreaker:
+        breaker = HookedBreaker.__new__(HookedBreaker)
+        breaker._setup(name, self._settings, self._clock, self._rng, self._listeners)
+        return breaker
+
     def gate_probes(self, gate: Callable[[], bool] | None, /) -> None:
         self._gate = gate
 
