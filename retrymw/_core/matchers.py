@@ -256,13 +256,18 @@ def on_predicate(predicate: Callable[[Outcome], bool]) -> Matcher:
     )
 
 
+# httpx and its fork httpx2 (which the OpenAI and Anthropic SDKs use): the same exception tree.
+_HTTP_FLAVOURS = ("httpx", "httpx2")
+
+
 def _timeout_types() -> tuple[type[BaseException], ...]:
     # asyncio.TimeoutError is TimeoutError from 3.11 on, a class of its own on 3.10.
     found: list[type[BaseException]] = [TimeoutError, asyncio.TimeoutError]
     # Only look at libraries already imported: an exception cannot come from one that is not.
-    httpx = sys.modules.get("httpx")
-    if httpx is not None:
-        found.append(httpx.TimeoutException)
+    for name in _HTTP_FLAVOURS:
+        httpx = sys.modules.get(name)
+        if httpx is not None:
+            found.append(httpx.TimeoutException)
     trio = sys.modules.get("trio")
     if trio is not None:
         found.append(trio.TooSlowError)
@@ -271,9 +276,10 @@ def _timeout_types() -> tuple[type[BaseException], ...]:
 
 def _network_types() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = [ConnectionError]
-    httpx = sys.modules.get("httpx")
-    if httpx is not None:
-        found.extend((httpx.NetworkError, httpx.RemoteProtocolError))
+    for name in _HTTP_FLAVOURS:
+        httpx = sys.modules.get(name)
+        if httpx is not None:
+            found.extend((httpx.NetworkError, httpx.RemoteProtocolError))
     return tuple(found)
 
 

@@ -4,33 +4,38 @@ A retry resends the request, so its body must be readable again. These functions
 streaming body up to a limit, like `httpx.Request.aread` but bounded, and report whether it can be
 replayed; a longer body, or one whose reading fails, is sent once as it was. They are apart from
 `retrymw.httpx` because both the transports and the client helpers (`_httpx_client`) use them,
-and nothing else about a request concerns them.
+and nothing else about a request concerns them. They serve httpx and httpx2 alike: the
+flavour's module (``httpx`` or ``httpx2``) is an argument, for its stream classes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
 from typing import Any
-
-import httpx
 
 from .semantics import content_length
 
 __all__ = ["buffer_async", "buffer_sync"]
 
 
-def _replayable(request: httpx.Request, limit: int) -> bool | None:
+def _replayable(request: Any, limit: int, flavour: ModuleType) -> bool | None:
     """True if the body is in memory already, False if too long to buffer, else ``None``."""
     try:
         _ = request.content
-    except httpx.RequestNotRead:
+    except flavour.RequestNotRead:
         length = content_length(request.headers.get("content-length"))
         return None if length is None or length <= limit else False
     return True
 
 
-class _Rest(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body read in part: the chunks read so far, then the rest or the reading error, once."""
+class _Rest:
+    """A body read in part: the chunks read so far, then the rest or the reading error, once.
+
+    A flavour's transports check that a request's stream is one of its own stream classes, so
+    each flavour gets a subclass that is (`_rest_for`).
+    """
 
     def __init__(self, head: list[bytes], rest: Any, error: Exception | None) -> None:
         self._head, self._rest, self._error = head, rest, error
@@ -50,14 +55,20 @@ class _Rest(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
+@functools.cache
+def _rest_for(flavour: ModuleType) -> type[_Rest]:
+    return type("_Rest", (_Rest, flavour.SyncByteStream, flavour.AsyncByteStream), {})
+
+
 class _Head:
     """The chunks of a streaming body read so far, up to the replay limit."""
 
-    __slots__ = ("chunks", "limit", "size")
+    __slots__ = ("chunks", "flavour", "limit", "size")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, flavour: ModuleType) -> None:
         self.chunks: list[bytes] = []
         self.limit = limit
+        self.flavour = flavour
         self.size = 0
 
     def keep(self, chunk: bytes) -> bool:
@@ -66,27 +77,28 @@ class _Head:
         self.size += len(chunk)
         return self.size <= self.limit
 
-    def send_once(self, request: httpx.Request, rest: Any, error: Exception | None) -> bool:
+    def send_once(self, request: Any, rest: Any, error: Exception | None) -> bool:
         """Give up buffering: the request sends what was read, then the rest (or the error)."""
-        request.stream = _Rest(self.chunks, rest, error)
+        request.stream = _rest_for(self.flavour)(self.chunks, rest, error)
         return False
 
-    def replay(self, request: httpx.Request) -> None:
+    def replay(self, request: Any) -> None:
         """Swap the request's stream for the whole body, in memory."""
-        request.stream = httpx.ByteStream(b"".join(self.chunks))
+        request.stream = self.flavour.ByteStream(b"".join(self.chunks))
 
 
-async def buffer_async(request: httpx.Request, limit: int) -> bool:
+async def buffer_async(request: Any, limit: int, flavour: ModuleType) -> bool:
     """Make the body replayable like `httpx.Request.aread`, but bounded; False if it is not.
 
     A body longer than ``limit``, or one whose reading fails, is sent once: the part already
     read, then the rest of the stream (or the reading error, raised by the attempt).
+    ``flavour`` is the request's library: the ``httpx`` or the ``httpx2`` module.
     """
-    replayable = _replayable(request, limit)
+    replayable = _replayable(request, limit, flavour)
     stream = request.stream
-    if replayable is not None or not isinstance(stream, httpx.AsyncByteStream):
+    if replayable is not None or not isinstance(stream, flavour.AsyncByteStream):
         return bool(replayable)
-    head = _Head(limit)
+    head = _Head(limit, flavour)
     iterator = stream.__aiter__()
     while True:
         try:
@@ -102,13 +114,13 @@ async def buffer_async(request: httpx.Request, limit: int) -> bool:
     return True
 
 
-def buffer_sync(request: httpx.Request, limit: int) -> bool:
+def buffer_sync(request: Any, limit: int, flavour: ModuleType) -> bool:
     """Sync twin of `buffer_async`."""
-    replayable = _replayable(request, limit)
+    replayable = _replayable(request, limit, flavour)
     stream = request.stream
-    if replayable is not None or not isinstance(stream, httpx.SyncByteStream):
+    if replayable is not None or not isinstance(stream, flavour.SyncByteStream):
         return bool(replayable)
-    head = _Head(limit)
+    head = _Head(limit, flavour)
     iterator = iter(stream)
     while True:
         try:

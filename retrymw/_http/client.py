@@ -1,4 +1,6 @@
-"""The client-level helpers `request` and `request_sync`, re-exported by `retrymw.httpx`.
+"""The client-level helpers `request` and `request_sync`, re-exported by both faces.
+
+They take an httpx or an httpx2 client alike: the client's flavour is read from it.
 
 A transport returns as soon as the headers arrive, so it cannot retry an error raised while the
 caller reads the body. These helpers retry the whole exchange, body included, through a client
@@ -10,36 +12,39 @@ the transports because they share none of their state, only the request plumbing
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
-
-import httpx
+from typing import Any
 
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from .._core.retrier import Retrier
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
+from .flavour import Flavour, flavour_of
 from .limits import bound_transport
-from .semantics import POLICY_EXTENSION, REPLAY_LIMIT, PolicyResolver, http_policy
+from .semantics import (
+    HELPER_EXTENSION,
+    POLICY_EXTENSION,
+    REPLAY_LIMIT,
+    PolicyResolver,
+    http_policy,
+)
 
 __all__ = ["HELPER_EXTENSION", "request", "request_sync"]
-
-# Set by the client helpers on their requests, so that a retrying transport below refuses them.
-HELPER_EXTENSION: Final = "retrymw.client_helper"
 
 _helper_retrier: Retrier | None = None
 
 
 def _helper_setup(
-    client: httpx.AsyncClient | httpx.Client,
+    client: Any,
     method: str,
-    url: httpx.URL | str,
+    url: Any,
     policy: RetryPolicy | None,
     retrier: Retrier | None,
     kwargs: dict[str, Any],
-) -> tuple[httpx.Request, dict[str, Any], Retrier, RetryPolicy]:
-    """Build the request; return it, ``client.send``'s own arguments, the retrier and policy."""
+) -> tuple[Any, dict[str, Any], Retrier, RetryPolicy, Flavour]:
+    """Build the request; return it, ``client.send``'s arguments, retrier, policy, flavour."""
     global _helper_retrier
+    flavour = flavour_of(client, "client")
     if retrier is None:
         if _helper_retrier is None:
             _helper_retrier = Retrier(http_policy())
@@ -57,18 +62,18 @@ def _helper_setup(
     # (there are no named policies here, so a name is refused, naming the field).
     resolved = PolicyResolver(resolved).resolve(extensions.get(POLICY_EXTENSION))
     built = client.build_request(method, url, extensions=extensions, **kwargs)
-    return built, send_kwargs, retrier, resolved
+    return built, send_kwargs, retrier, resolved, flavour
 
 
 async def request(
-    client: httpx.AsyncClient,
+    client: Any,
     method: str,
-    url: httpx.URL | str,
+    url: Any,
     *,
     policy: RetryPolicy | None = None,
     retrier: Retrier | None = None,
     **kwargs: Any,
-) -> httpx.Response:
+) -> Any:
     """Send a request with ``client`` and read its body, retrying the whole exchange.
 
     Unlike the transport, this also retries errors raised while the body is read (a connection
@@ -77,7 +82,8 @@ async def request(
     dict of policy fields or a `RetryPolicy` overrides ``policy`` for this request.
 
     Args:
-        client: an ``httpx.AsyncClient`` whose transport does not retry already.
+        client: an ``httpx.AsyncClient`` (or ``httpx2.AsyncClient``) whose transport does not
+            retry already.
         method: the HTTP method.
         url: the URL.
         policy: the policy; the retrier's (or the HTTP default) when omitted.
@@ -94,23 +100,24 @@ async def request(
 
     .. versionadded:: 0.1
     """
-    built, send_kwargs, retrier, resolved = _helper_setup(
+    built, send_kwargs, retrier, resolved, flavour = _helper_setup(
         client, method, url, policy, retrier, kwargs
     )
-    call = HttpCall(retrier, built, resolved, await buffer_async(built, REPLAY_LIMIT))
+    replayable = await buffer_async(built, REPLAY_LIMIT, flavour.module)
+    call = HttpCall(retrier, built, resolved, replayable, flavour)
     return await drive_async(call, functools.partial(client.send, **send_kwargs))
 
 
 def request_sync(
-    client: httpx.Client,
+    client: Any,
     method: str,
-    url: httpx.URL | str,
+    url: Any,
     *,
     policy: RetryPolicy | None = None,
     retrier: Retrier | None = None,
     **kwargs: Any,
-) -> httpx.Response:
-    """Sync twin of `request`, for ``httpx.Client``.
+) -> Any:
+    """Sync twin of `request`, for ``httpx.Client`` (or ``httpx2.Client``).
 
     With a ``timeout`` or ``deadline``, every socket operation of an attempt (the body's
     reading included) ends by the attempt's limit when the client's transport for the URL is
@@ -119,12 +126,13 @@ def request_sync(
 
     .. versionadded:: 0.1
     """
-    built, send_kwargs, retrier, resolved = _helper_setup(
+    built, send_kwargs, retrier, resolved, flavour = _helper_setup(
         client, method, url, policy, retrier, kwargs
     )
     if resolved.timeout is not None or resolved.deadline is not None:
         # The client's sockets must honour each attempt's time limit, body included.
         find = getattr(client, "_transport_for_url", None)
         bound_transport(find(built.url) if find is not None else None)
-    call = HttpCall(retrier, built, resolved, buffer_sync(built, REPLAY_LIMIT))
+    replayable = buffer_sync(built, REPLAY_LIMIT, flavour.module)
+    call = HttpCall(retrier, built, resolved, replayable, flavour)
     return drive_sync(call, functools.partial(client.send, **send_kwargs))

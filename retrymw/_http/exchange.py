@@ -1,10 +1,11 @@
-"""One httpx request through the engine, as the transports and the client helpers all run it.
+"""One HTTP request through the engine, as the transports and the client helpers all run it.
 
-Both transports and both client helpers run a request the same way: prepare it (an `HttpCall`:
+Every transport (httpx's and httpx2's, async and sync) and both client helpers run a request
+the same way, whatever the flavour (`Flavour`: httpx or httpx2): prepare it (an `HttpCall`:
 the request, its policy, its `Retrier`, and the engine's adapter for it), let the first attempt
 run bare when the retrier allows it, settle that attempt's response, hand the call to the
-engine if a retry is needed, and turn the engine's give-up errors into httpx errors
-(`translate`, with the three classes here, re-exported and presented by `retrymw.httpx`).
+engine if a retry is needed, and turn the engine's give-up errors into the flavour's errors
+(`translate`, with the classes each face binds: `retrymw.httpx`, `retrymw.httpx2`).
 `HttpCall` holds every step, down to the responses' disposal: a superseded one is drained
 during the backoff wait and within it, the latest one is closed when the call ends in an error.
 `drive_async` and `drive_sync` are the only two drivers and differ in their awaits alone (and
@@ -20,98 +21,66 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
-import httpx
 
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
 from .._protect.targets import PerTarget
+from .flavour import Flavour
 from .limits import limit_sync_attempt, within
-from .semantics import DRAIN_GRACE, DRAIN_TIMEOUT, HttpExchange, drainable, format_target
+from .semantics import (
+    DRAIN_GRACE,
+    DRAIN_TIMEOUT,
+    RETRY_COUNT_HEADER,
+    HttpExchange,
+    drainable,
+    format_target,
+)
 
 if TYPE_CHECKING:
     from .._core.retrier import Retrier
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
-    "AttemptTimeoutError",
     "HttpCall",
-    "TransportCircuitOpenError",
-    "TransportLoadShedError",
-    "TransportRetryBudgetExhausted",
     "drive_async",
     "drive_sync",
     "translate",
 ]
 
 logger = logging.getLogger("retrymw")
+T = TypeVar("T")
 
 #: ``response.extensions`` key holding the number of attempts that produced the response.
 ATTEMPTS_EXTENSION: Final = "retrymw.attempts"
-# Errors proving that no byte of the request reached the server: safe to resend for any method.
-_NEVER_SENT: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-)
 
 
-class TransportCircuitOpenError(CircuitOpenError, httpx.TransportError):
-    """The breaker rejected a request: a `CircuitOpenError` that is also an httpx error."""
-
-    def __init__(
-        self, circuit: str, *, retry_in: float | None = None, request: httpx.Request
-    ) -> None:
-        super().__init__(circuit, retry_in=retry_in)
-        self.request = request
-
-
-class TransportLoadShedError(LoadShedError, httpx.TransportError):
-    """The throttle shed a request: a `LoadShedError` that is also an httpx error."""
-
-    def __init__(self, throttle: str, *, reject_probability: float, request: httpx.Request) -> None:
-        super().__init__(throttle, reject_probability=reject_probability)
-        self.request = request
-
-
-class TransportRetryBudgetExhausted(RetryBudgetExhausted, httpx.TransportError):
-    """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx error."""
-
-    def __init__(
-        self, message: str, *, attempts: int, delay_so_far: float, request: httpx.Request
-    ) -> None:
-        super().__init__(message, attempts=attempts, delay_so_far=delay_so_far)
-        self.request = request
-
-
-class AttemptTimeoutError(httpx.TimeoutException, TimeoutError):
-    """An async attempt outlived the policy's ``timeout`` (or ``deadline``) and was cancelled."""
-
-
-def translate(error: Exception, request: httpx.Request, policy: RetryPolicy) -> Exception | None:
-    """Make the engine's own errors httpx errors, so ``except httpx.HTTPError`` catches them.
+def translate(
+    error: Exception, request: Any, policy: RetryPolicy, flavour: Flavour
+) -> Exception | None:
+    """Make the engine's own errors the flavour's, so ``except httpx.HTTPError`` catches them.
 
     Returns ``None`` for every other error, which is re-raised unchanged.
     """
     new: Exception
-    if isinstance(error, httpx.HTTPError):
+    if isinstance(error, flavour.module.HTTPError):
         return None
     if isinstance(error, CircuitOpenError):
-        new = TransportCircuitOpenError(error.circuit, retry_in=error.retry_in, request=request)
+        new = flavour.circuit_open(error.circuit, retry_in=error.retry_in, request=request)
     elif isinstance(error, LoadShedError):
-        new = TransportLoadShedError(
+        new = flavour.load_shed(
             error.throttle, reject_probability=error.reject_probability, request=request
         )
     elif isinstance(error, RetryBudgetExhausted):
-        new = TransportRetryBudgetExhausted(
+        new = flavour.budget_exhausted(
             str(error), attempts=error.attempts, delay_so_far=error.delay_so_far, request=request
         )
     elif type(error) is TimeoutError and (policy.timeout or policy.deadline):
         # anyio.fail_after's error, raised by the engine around the attempt.
-        new = AttemptTimeoutError(
+        new = flavour.attempt_timeout(
             f"attempt cancelled by the policy's timeout ({policy.timeout}s) "
             f"or deadline ({policy.deadline}s)",
             request=request,
@@ -130,34 +99,58 @@ class HttpCall(HttpExchange):
     It is the engine's adapter for the request (an `HttpExchange`: idempotency, replay and
     ``Retry-After`` rules, and the disposal of superseded responses); it also settles a bare
     first attempt, names the call's target, checks the engine's result, closes the latest
-    response of a call that fails and turns the engine's give-up errors into httpx errors.
+    response of a call that fails and turns the engine's give-up errors into the flavour's.
+
+    An SDK's retry-count header (``x-stainless-retry-count``, `RETRY_COUNT_HEADER`) is kept
+    true: every attempt sends its real number of earlier attempts (0, 1, 2...).
 
     Args:
         retrier: the retrier running the call (its clock reads ``Retry-After`` dates).
         request: the request; its body already buffered if it could be.
         policy: the request's policy, ready for HTTP (`http_policy`).
         replayable: whether the body can be sent again.
+        flavour: the request's library (httpx or httpx2).
     """
 
-    __slots__ = ("_started_at", "policy", "request", "retrier")
+    __slots__ = ("_counted", "_sent", "_started_at", "flavour", "policy", "request", "retrier")
 
     def __init__(
-        self, retrier: Retrier, request: httpx.Request, policy: RetryPolicy, replayable: bool
+        self,
+        retrier: Retrier,
+        request: Any,
+        policy: RetryPolicy,
+        replayable: bool,
+        flavour: Flavour,
     ) -> None:
         super().__init__(
             retrier.clock,
             request,
             replayable=replayable,
-            never_sent=_NEVER_SENT,
+            never_sent=flavour.never_sent,
             attempts_key=ATTEMPTS_EXTENSION,
         )
         self.retrier = retrier
         self.request = request
         self.policy = policy
+        self.flavour = flavour
+        self._counted = RETRY_COUNT_HEADER in request.headers
+        self._sent = 0
         # No later than the engine's own start: the deadline left is never overestimated.
         self._started_at = retrier.clock.now()
 
-    def settle(self, response: httpx.Response) -> bool:
+    def sender(self, send: Callable[[Any], T]) -> Callable[[], T]:
+        """One attempt: ``send(request)``, the SDK's retry count first set to the real one."""
+        if not self._counted:
+            return functools.partial(send, self.request)
+
+        def attempt() -> T:
+            self.request.headers[RETRY_COUNT_HEADER] = str(self._sent)
+            self._sent += 1
+            return send(self.request)
+
+        return attempt
+
+    def settle(self, response: Any) -> bool:
         """Whether a bare first attempt's response is final: then the call has succeeded."""
         if self.policy.matches(self.outcome(1, 0.0, response, None)):
             return False
@@ -170,19 +163,20 @@ class HttpCall(HttpExchange):
 
     @property
     def target(self) -> str:
-        """The telemetry target and breaker key: ``host``, or ``host:port`` if not the default.
+        """The telemetry target and `PerTarget` key: ``host``, or ``host:port`` if not the default.
 
         Computed only when the engine runs: a bare first attempt that succeeds never needs it.
         """
         url = self.request.url
         return format_target(url.host, url.port)
 
-    def checked(self, result: object) -> httpx.Response:
+    def checked(self, result: object) -> Any:
         """Return the engine's result, raising `TypeError` if a fallback returned no response."""
-        if not isinstance(result, httpx.Response):  # only a policy fallback can return this
+        module = self.flavour.module
+        if not isinstance(result, module.Response):  # only a policy fallback can return this
             raise TypeError(
                 f"policy {self.policy.name!r}: on_failure='fallback' must return an "
-                f"httpx.Response, got {type(result).__qualname__}"
+                f"{module.__name__}.Response, got {type(result).__qualname__}"
             )
         return result
 
@@ -255,14 +249,12 @@ class HttpCall(HttpExchange):
         Returns for any other error, which the caller re-raises as it is with a bare ``raise``
         (so that its traceback does not grow).
         """
-        translated = translate(error, self.request, self.policy)
+        translated = translate(error, self.request, self.policy, self.flavour)
         if translated is not None:
             raise translated from translated.__cause__
 
 
-async def drive_async(
-    call: HttpCall, send: Callable[[httpx.Request], Awaitable[httpx.Response]]
-) -> httpx.Response:
+async def drive_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> Any:
     """Run ``call`` with ``send`` (one attempt), retrying through the engine when needed.
 
     The first attempt runs bare when `Retrier.plain_first_attempt` allows it, and a final
@@ -277,15 +269,14 @@ async def drive_async(
         raise
 
 
-async def _run_async(
-    call: HttpCall, send: Callable[[httpx.Request], Awaitable[httpx.Response]]
-) -> httpx.Response:
+async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> Any:
     request = call.request
+    attempt = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
     if call.retrier.plain_first_attempt(call.policy):
         try:
-            response = await send(request)
+            response = await attempt()
         except Exception as error:
             first_error = error
         else:
@@ -294,7 +285,7 @@ async def _run_async(
             first_result = response
     try:
         result = await call.retrier.execute_async(
-            functools.partial(send, request),
+            attempt,
             operation=request.method,
             target=call.target,
             policy=call.policy,
@@ -309,7 +300,7 @@ async def _run_async(
     return call.checked(result)
 
 
-def drive_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
+def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     """Sync twin of `drive_async`; each attempt's time limit is enforced by `limit_sync_attempt`."""
     try:
         return _run_sync(call, send)
@@ -318,13 +309,14 @@ def drive_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) 
         raise
 
 
-def _run_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -> httpx.Response:
+def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     request = call.request
+    single = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
     if call.retrier.plain_first_attempt(call.policy):
         try:
-            response = send(request)
+            response = single()
         except Exception as error:
             first_error = error
         else:
@@ -332,9 +324,7 @@ def _run_sync(call: HttpCall, send: Callable[[httpx.Request], httpx.Response]) -
                 return response
             first_result = response
     extensions = request.extensions
-    attempt = limit_sync_attempt(
-        functools.partial(send, request), request, call.policy, call.retrier.clock
-    )
+    attempt = limit_sync_attempt(single, request, call.policy, call.retrier.clock)
     try:
         result = call.retrier.execute_sync(
             attempt,

@@ -9,6 +9,9 @@ streams cut every connect, TLS handshake, read and write to what is left of it, 
 httpcore's own timeout (which httpx reports as ``httpx.ConnectTimeout``, ``ReadTimeout`` or
 ``WriteTimeout``) once it has passed.
 
+httpx2 (with its httpcore2) is bounded the same way: the backend raises the timeouts of the
+httpcore flavour whose pool it serves.
+
 The deadline ends with the attempt: the returned response's body is read later by the caller
 under the client's own timeouts, as with the async transport. A sync transport that is not an
 ``httpx.HTTPTransport`` (nor wraps its pool) is bounded per phase only, by the ``timeout``
@@ -17,13 +20,13 @@ request extension (`limit_sync_attempt`).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import ModuleType
 from typing import Any, TypeVar
-
-import httpcore
 
 from .._core.clock import Clock
 from .._core.policy import RetryPolicy
@@ -66,19 +69,29 @@ def time_left(timeout: float | None, error: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-class _Stream(httpcore.NetworkStream):
-    """A network stream whose every operation ends by the current deadline."""
+# The httpcore flavours whose connection pools can be bounded: httpx's and httpx2's.
+_CORES = ("httpcore", "httpcore2")
 
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
+
+class _Stream:
+    """A network stream whose every operation ends by the current deadline.
+
+    It wraps an httpcore (or httpcore2) stream by duck typing, raising ``core``'s timeouts, so
+    one class serves both flavours.
+    """
+
+    def __init__(self, stream: Any, core: ModuleType) -> None:
         self._stream = stream
+        self._core = core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, time_left(timeout, httpcore.ReadTimeout))
+        data: bytes = self._stream.read(max_bytes, time_left(timeout, self._core.ReadTimeout))
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         for start in range(0, len(buffer), _WRITE_PIECE):
             piece = buffer[start : start + _WRITE_PIECE]
-            self._stream.write(piece, time_left(timeout, httpcore.WriteTimeout))
+            self._stream.write(piece, time_left(timeout, self._core.WriteTimeout))
 
     def close(self) -> None:
         self._stream.close()
@@ -88,19 +101,20 @@ class _Stream(httpcore.NetworkStream):
         ssl_context: Any,
         server_hostname: str | None = None,
         timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        limit = time_left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._stream.start_tls(ssl_context, server_hostname, limit))
+    ) -> _Stream:
+        limit = time_left(timeout, self._core.ConnectTimeout)
+        return _Stream(self._stream.start_tls(ssl_context, server_hostname, limit), self._core)
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
 
 
-class _Backend(httpcore.NetworkBackend):
+class _Backend:
     """Wraps a pool's network backend so that its streams honour the current deadline."""
 
-    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+    def __init__(self, backend: Any, core: ModuleType) -> None:
         self.backend = backend
+        self._core = core
 
     def connect_tcp(
         self,
@@ -109,25 +123,26 @@ class _Backend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        limit = time_left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self.backend.connect_tcp(host, port, limit, local_address, socket_options))
+    ) -> _Stream:
+        limit = time_left(timeout, self._core.ConnectTimeout)
+        stream = self.backend.connect_tcp(host, port, limit, local_address, socket_options)
+        return _Stream(stream, self._core)
 
     def connect_unix_socket(
         self,
         path: str,
         timeout: float | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        limit = time_left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self.backend.connect_unix_socket(path, limit, socket_options))
+    ) -> _Stream:
+        limit = time_left(timeout, self._core.ConnectTimeout)
+        return _Stream(self.backend.connect_unix_socket(path, limit, socket_options), self._core)
 
     def sleep(self, seconds: float) -> None:
         self.backend.sleep(seconds)
 
 
 def bound_transport(transport: object) -> bool:
-    """Make the connections of an ``httpx.HTTPTransport`` honour `within`; False otherwise.
+    """Make the connections of an ``httpx(2).HTTPTransport`` honour `within`; False otherwise.
 
     The transport's connection pool gets the bounded backend for the connections it opens
     from now on (idempotent). Outside `within` the backend changes nothing, so a transport
@@ -135,13 +150,18 @@ def bound_transport(transport: object) -> bool:
     """
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
-    if not isinstance(pool, httpcore.ConnectionPool) or not isinstance(
-        backend, httpcore.NetworkBackend
-    ):
-        return False
-    if not isinstance(backend, _Backend):
-        pool._network_backend = _Backend(backend)
-    return True
+    if isinstance(backend, _Backend):
+        return True
+    for name in _CORES:
+        core = sys.modules.get(name)
+        if (
+            core is not None
+            and isinstance(pool, core.ConnectionPool)
+            and isinstance(backend, core.NetworkBackend)
+        ):
+            pool._network_backend = _Backend(backend, core)
+            return True
+    return False
 
 
 def limit_sync_attempt(

@@ -23,6 +23,7 @@ __all__ = [
     "DRAIN_GRACE",
     "DRAIN_LIMIT",
     "DRAIN_TIMEOUT",
+    "HELPER_EXTENSION",
     "HTTP_RETRY_ON",
     "IDEMPOTENCY_KEY_HEADER",
     "IDEMPOTENT_METHODS",
@@ -46,6 +47,8 @@ __all__ = [
 
 #: ``request.extensions`` key selecting a policy for one request.
 POLICY_EXTENSION = "retrymw"
+#: Set by the client helpers on their requests, so that a retrying transport below refuses them.
+HELPER_EXTENSION = "retrymw.client_helper"
 #: Distinct policy names that per-request overrides may bring into telemetry, process-wide;
 #: later ones are reported as ``_other``, as targets past their cap are. Configured names
 #: (a transport's policy and its ``policies``) are never capped.
@@ -242,6 +245,17 @@ class PolicyResolver:
         if len(self._cache) < self.MAX_CACHED:
             self._cache[key] = (override, policy)
         return policy
+
+    def once(self, policy: RetryPolicy) -> RetryPolicy:
+        """``policy`` with a single attempt, for a request that is retried above the transport."""
+        key = ("once", id(policy))
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] is policy:
+            return cached[1]
+        single = policy.replace(attempts=1)
+        if len(self._cache) < self.MAX_CACHED:
+            self._cache[key] = (policy, single)
+        return single
 
     def _admits(self, name: str) -> bool:
         return name in self._known or _OVERRIDE_NAMES(name) == name

@@ -1,0 +1,207 @@
+"""The retrying transport, once for every flavour: `AsyncShell` and `SyncShell`.
+
+`retrymw.httpx` and `retrymw.httpx2` each declare ``AsyncRetryTransport`` and ``RetryTransport``
+as one of these shells plus their library's base transport class, and bind their `Flavour`
+(the errors, the default inner transports). Everything a transport does is here and in
+`exchange`: the policy a request runs under, the protection a transport is built with (in
+`TransportCore`, its one place), the SDK retry-count checks, the body buffering and the drive.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
+
+from .._core.clock import SYSTEM_CLOCK, Clock
+from .._core.errors import ConfigError
+from .._core.policy import RetryPolicy
+from .._core.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
+from .._protect.budget import RetryBudget
+from .._protect.targets import PerTarget
+from .body import buffer_async, buffer_sync
+from .exchange import HttpCall, drive_async, drive_sync
+from .flavour import Flavour
+from .limits import bound_transport
+from .semantics import (
+    HELPER_EXTENSION,
+    POLICY_EXTENSION,
+    REPLAY_LIMIT,
+    RETRY_COUNT_HEADER,
+    PolicyResolver,
+    http_policy,
+)
+
+__all__ = ["AsyncShell", "SyncShell", "TransportCore"]
+
+logger = logging.getLogger("retrymw")
+A = TypeVar("A", bound="AsyncShell")
+S = TypeVar("S", bound="SyncShell")
+
+
+class TransportCore:
+    """What every transport holds: the flavour, the retrier and the policies.
+
+    The protection arguments are turned into the `Retrier`'s here, and nowhere else.
+    """
+
+    __slots__ = ("_sdk_warned", "flavour", "resolver", "retrier")
+
+    def __init__(
+        self,
+        flavour: Flavour,
+        policy: RetryPolicy | None,
+        breaker: BreakerArg,
+        budget: BudgetArg,
+        throttle: ThrottleArg,
+        instruments: Any,
+        clock: Clock | None,
+        policies: Mapping[str, RetryPolicy] | None,
+    ) -> None:
+        self.flavour = flavour
+        self.resolver = PolicyResolver(http_policy(policy), policies)
+        if budget is _DEFAULT:
+            # One budget per host: a dead host's retries must not spend a healthy one's.
+            budget = PerTarget(RetryBudget(clock=clock if clock is not None else SYSTEM_CLOCK))
+        self.retrier = Retrier(
+            self.resolver.default,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+        )
+        self._sdk_warned = False
+
+    def prepare(self, request: Any) -> RetryPolicy:
+        """Return the request's policy; refuse a foreign request or one from a client helper.
+
+        A request whose SDK retry count (``x-stainless-retry-count``) arrives at 1 or more is
+        the SDK retrying on top of this transport: it runs once (``attempts=1``), so that the
+        attempts do not multiply, and the first such request is logged as a warning.
+        """
+        self.flavour.check_request(request)
+        extensions = request.extensions
+        if extensions.get(HELPER_EXTENSION):
+            name = self.flavour.name
+            raise ConfigError(
+                "client",
+                "a client whose transport retries",
+                "its transport already retries (AsyncRetryTransport/RetryTransport); "
+                f"retrymw.{name}.request would multiply the attempts",
+                "a client with a plain transport",
+            )
+        policy = self.resolver.resolve(extensions.get(POLICY_EXTENSION))
+        count = request.headers.get(RETRY_COUNT_HEADER)
+        if count is not None and count.strip() not in ("0", ""):
+            self._warn_sdk_retries(count)
+            return self.resolver.once(policy)
+        return policy
+
+    def _warn_sdk_retries(self, count: str) -> None:
+        if self._sdk_warned:
+            return
+        self._sdk_warned = True
+        logger.warning(
+            "retrymw: the SDK above this transport retries too (%s: %s arrived); its retries "
+            "are sent once, not retried again, but each SDK retry repeats a whole retrymw "
+            "call: create the SDK client with max_retries=0",
+            RETRY_COUNT_HEADER,
+            count[:20],
+        )
+
+    def describe(self, kind: str, transport: object) -> str:
+        policy = self.resolver.default
+        return f"<{kind} policy={policy.name!r} attempts={policy.attempts} transport={transport!r}>"
+
+
+class _Shell:
+    """What both colours share: the core, the inner transport and their presentation."""
+
+    #: The library the face binds; set by each face.
+    _flavour: ClassVar[Flavour]
+    #: Streaming request bodies up to this size are buffered; larger ones are never resent.
+    max_replay_body: int = REPLAY_LIMIT
+
+    _core: TransportCore
+    _transport: Any
+
+    def _setup(self, transport: Any, asynchronous: bool, **settings: Any) -> None:
+        flavour = self._flavour
+        flavour.check_transport(transport, asynchronous)
+        self._core = TransportCore(flavour, **settings)
+        if transport is None:
+            module = flavour.module
+            transport = module.AsyncHTTPTransport() if asynchronous else module.HTTPTransport()
+        self._transport = transport
+
+    @property
+    def retrier(self) -> Retrier:
+        """The `Retrier` behind the transport (``.breaker``, ``.budget``, ``.throttle``)."""
+        return self._core.retrier
+
+    def __repr__(self) -> str:
+        return self._core.describe(type(self).__name__, self._transport)
+
+
+class AsyncShell(_Shell):
+    """An async retrying transport, but for its library's base class (see the faces)."""
+
+    async def handle_async_request(self, request: Any) -> Any:
+        """Send ``request`` through the inner transport, retrying per the policy."""
+        core = self._core
+        policy = core.prepare(request)
+        flavour = core.flavour
+        replayable = await buffer_async(request, self.max_replay_body, flavour.module)
+        call = HttpCall(core.retrier, request, policy, replayable, flavour)
+        return await drive_async(call, self._transport.handle_async_request)
+
+    async def aclose(self) -> None:
+        """Close the inner transport."""
+        await self._transport.aclose()
+
+    async def __aenter__(self: A) -> A:
+        await self._transport.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self._transport.__aexit__(exc_type, exc_value, traceback)
+
+
+class SyncShell(_Shell):
+    """A sync retrying transport, but for its library's base class (see the faces)."""
+
+    def _setup(self, transport: Any, asynchronous: bool, **settings: Any) -> None:
+        super()._setup(transport, asynchronous, **settings)
+        bound_transport(self._transport)  # its sockets honour each attempt's time limit
+
+    def handle_request(self, request: Any) -> Any:
+        """Send ``request`` through the inner transport, retrying per the policy."""
+        core = self._core
+        policy = core.prepare(request)
+        flavour = core.flavour
+        replayable = buffer_sync(request, self.max_replay_body, flavour.module)
+        call = HttpCall(core.retrier, request, policy, replayable, flavour)
+        return drive_sync(call, self._transport.handle_request)
+
+    def close(self) -> None:
+        """Close the inner transport."""
+        self._transport.close()
+
+    def __enter__(self: S) -> S:
+        self._transport.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        self._transport.__exit__(exc_type, exc_value, traceback)

@@ -1,0 +1,199 @@
+"""httpx2 integration: `AsyncRetryTransport`, `RetryTransport`, and the `request` helpers.
+
+::
+
+    client = httpx2.AsyncClient(transport=AsyncRetryTransport(policy=RetryPolicy(attempts=4)))
+    openai.AsyncOpenAI(http_client=client, max_retries=0)
+
+The transports only wrap: every attempt goes to the inner transport, and one `Retrier` decides.
+The attempt count of the final response is in ``response.extensions["retrymw.attempts"]``
+(`ATTEMPTS_EXTENSION`); a request selects another policy with
+``extensions={"retrymw": "name" | RetryPolicy | {"attempts": 1}}`` (`POLICY_EXTENSION`).
+
+A transport returns as soon as the headers arrive, so an error raised while the caller reads
+the body cannot be retried there; `request` and `request_sync` retry the whole exchange instead.
+
+httpx2 is the maintained fork of httpx that the OpenAI and Anthropic SDKs use. This face binds
+the one HTTP core (`retrymw._http`) to it: the classes, arguments and behaviour are those of
+`retrymw.httpx`, and only the base classes, the errors and the default inner transports are
+httpx2's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, final
+
+try:
+    import httpx2
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise ImportError("retrymw.httpx2 needs httpx2: pip install 'retrymw[httpx2]'") from None
+
+from ._core.clock import Clock
+from ._core.exports import publish
+from ._core.policy import RetryPolicy
+from ._core.retrier import _DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._http.client import request, request_sync
+from ._http.exchange import ATTEMPTS_EXTENSION
+from ._http.flavour import (
+    CircuitOpenMixin,
+    Flavour,
+    LoadShedMixin,
+    RetryBudgetExhaustedMixin,
+    register,
+)
+from ._http.semantics import POLICY_EXTENSION
+from ._http.transport import AsyncShell, SyncShell
+
+__all__ = [
+    "ATTEMPTS_EXTENSION",
+    "POLICY_EXTENSION",
+    "AsyncRetryTransport",
+    "AttemptTimeoutError",
+    "RetryTransport",
+    "TransportCircuitOpenError",
+    "TransportLoadShedError",
+    "TransportRetryBudgetExhausted",
+    "request",
+    "request_sync",
+]
+
+
+class TransportCircuitOpenError(CircuitOpenMixin, httpx2.TransportError):
+    """The breaker rejected a request: a `CircuitOpenError` that is also an httpx2 error."""
+
+
+class TransportLoadShedError(LoadShedMixin, httpx2.TransportError):
+    """The throttle shed a request: a `LoadShedError` that is also an httpx2 error."""
+
+
+class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx2.TransportError):
+    """The policy's ``retry_budget`` ran out: a `RetryBudgetExhausted` that is an httpx2 error."""
+
+
+class AttemptTimeoutError(httpx2.TimeoutException, TimeoutError):
+    """An async attempt outlived the policy's ``timeout`` (or ``deadline``) and was cancelled."""
+
+
+_FLAVOUR = register(
+    Flavour(
+        httpx2,
+        TransportCircuitOpenError,
+        TransportLoadShedError,
+        TransportRetryBudgetExhausted,
+        AttemptTimeoutError,
+    )
+)
+
+
+@final
+class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
+    """An httpx2 transport that retries through a `Retrier`; wraps any async transport.
+
+    Args:
+        transport: the inner transport; ``httpx2.AsyncHTTPTransport()`` by default.
+        policy: the default policy. Without ``retry_on`` (the default policy too) it retries
+            connect errors, timeouts, other network errors and the statuses 429, 502, 503, 504.
+        breaker: a `CircuitBreaker`, used as it is: one circuit for every host; or
+            ``PerTarget(CircuitBreaker(...))`` for one per host (``host`` or ``host:port``);
+            ``None`` (the default) for none.
+        budget: the cross-call `RetryBudget`, used as it is (one for every host), or a
+            ``PerTarget`` of one; by default ``PerTarget(RetryBudget())``, one per host;
+            ``None`` turns it off.
+        throttle: an `AdaptiveThrottle` or a ``PerTarget`` of one; a shed request raises
+            `TransportLoadShedError` and is never retried; ``None`` (the default) for none.
+        instruments: instruments for the events; ``None`` for the process defaults.
+        clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
+        policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
+
+    Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
+    are resent once they may have reached the server; connect errors are retried for every
+    method. Bodies up to `max_replay_body` bytes are buffered so they can be replayed; longer
+    ones are sent once. The server's hints set the least delay (``Retry-After``,
+    ``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows
+    or forbids a retry; a hint beyond the policy's limits returns that response at once. An
+    SDK's ``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK
+    itself retries (the count arrives at 1 or more) is sent once, with a warning.
+    Superseded responses are closed before the backoff sleep. On give-up the last response
+    is returned open, or the last error raised.
+
+    Raises:
+        TransportCircuitOpenError: the host's circuit is open.
+        TransportLoadShedError: the throttle shed the request.
+        TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
+        AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
+        ConfigError: an invalid argument, a request or transport of httpx (naming both), or
+            an invalid ``extensions["retrymw"]`` value; the message names the field, the value
+            and an accepted example.
+
+    .. versionadded:: 0.1
+    """
+
+    _flavour = _FLAVOUR
+
+    def __init__(
+        self,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = _DEFAULT,
+        throttle: ThrottleArg = None,
+        instruments: Any = None,
+        clock: Clock | None = None,
+        policies: Mapping[str, RetryPolicy] | None = None,
+    ) -> None:
+        self._setup(
+            transport,
+            True,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
+        )
+
+
+@final
+class RetryTransport(SyncShell, httpx2.BaseTransport):
+    """Sync twin of `AsyncRetryTransport`, for ``httpx2.Client``; same arguments and behaviour.
+
+    A blocking attempt cannot be cancelled, so the policy's ``timeout`` (cut by its
+    ``deadline``) bounds every socket operation of an attempt to what is left of it, for an
+    inner ``httpx2.HTTPTransport`` (the default); any other inner transport gets it as httpx2's
+    ``timeout`` request extension, which caps each phase. Either way the limit ends with the
+    attempt: the returned response streams under the client's own timeouts.
+
+    .. versionadded:: 0.1
+    """
+
+    _flavour = _FLAVOUR
+
+    def __init__(
+        self,
+        transport: httpx2.BaseTransport | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = _DEFAULT,
+        throttle: ThrottleArg = None,
+        instruments: Any = None,
+        clock: Clock | None = None,
+        policies: Mapping[str, RetryPolicy] | None = None,
+    ) -> None:
+        self._setup(
+            transport,
+            False,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
+        )
+
+
+publish(globals(), __all__, __name__)
