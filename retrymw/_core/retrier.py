@@ -12,7 +12,7 @@ import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from random import Random
 from types import CoroutineType
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import anyio
 
@@ -39,6 +39,9 @@ from .instruments import Dispatch, Instrument
 from .policy import RetryPolicy
 from .redact import safe_repr
 from .run import AttemptAdapter, CallRun, for_target
+
+if TYPE_CHECKING:
+    from ..stores import Store
 
 __all__ = ["BreakerArg", "BudgetArg", "Retrier", "ThrottleArg", "retry"]
 
@@ -74,6 +77,9 @@ class Retrier:
             `retrymw.set_default_instruments`), ``()`` for none.
         clock: where time is read and slept; the system clock by default.
         rng: the random source for jitter.
+        store: a durable `retrymw.stores.Store` (``SQLiteStore``, ``RedisStore``): a call with a
+            resume key (``with retrymw.resume(key):``) keeps its attempts and retry-budget
+            expiry there and a later process goes on from them (docs/resume.md).
 
     Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
     instance as a decorator on async and sync functions.
@@ -90,6 +96,7 @@ class Retrier:
         "_plain",
         "_quiet",
         "_rng",
+        "_store",
         "_throttle",
         "policy",
     )
@@ -104,8 +111,12 @@ class Retrier:
         instruments: Any = None,
         clock: Clock | None = None,
         rng: Random | None = None,
+        store: Store | None = None,
     ) -> None:
         _check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
+        if store is not None:
+            _check_store(store)
+        self._store = store
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._budget: BudgetArg = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
@@ -162,6 +173,7 @@ class Retrier:
             or dispatch.call_finished
             or self._breaker is not None
             or self._throttle is not None
+            or self._store is not None
             or policy.timeout is not None
             or policy.deadline is not None
             or (
@@ -453,6 +465,16 @@ class _BreakerEvents:
 
     def __hash__(self) -> int:
         return hash(self._key)
+
+
+def _check_store(store: object) -> None:
+    """Refuse a ``store=`` that is not a `retrymw.stores.Store` (imported only when given)."""
+    from ..stores import Store
+
+    if not isinstance(store, Store):
+        raise ConfigError(
+            "store", store, "must be a retrymw store or None", 'SQLiteStore("retries.db")'
+        )
 
 
 def _check_protection(name: str, value: object, kind: type, example: str) -> None:

@@ -30,10 +30,12 @@ from .instruments import NO_SCOPES, Dispatch
 from .matchers import status_of
 from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
 from .redact import safe_repr
+from .resume import ResumableRun
 
 if TYPE_CHECKING:
     from random import Random
 
+    from ..stores import Store
     from .clock import Clock
 
 __all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
@@ -56,6 +58,7 @@ class Runtime(Protocol):
     _rng: Random
     _budget: RetryBudget | PerTarget[RetryBudget] | None
     _budget_reported_at: float
+    _store: Store | None
     _breaker: CircuitBreaker | PerTarget[CircuitBreaker] | None
     _throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
@@ -138,6 +141,7 @@ class CallRun:
         "reason",
         "request",
         "result",
+        "resume",
         "retrier",
         "sleep_scopes",
         "state",
@@ -179,6 +183,7 @@ class CallRun:
         self.status: int | None = None
         self.outcome: CallOutcome = "success"
         self.reason: RetryReason | None = None
+        self.resume = ResumableRun.open(retrier._store, policy, retrier._clock)
 
     # -- steps, in the order the drivers call them ---------------------------------------------
 
@@ -206,7 +211,7 @@ class CallRun:
         """
         if not resumed:
             self.begin()
-            return 0.0
+            return 0.0 if self.resume is None else self._resume()
         self.state.attempt = 1
         return self.finish_attempt(None if error is not None else result, error)
 
@@ -216,6 +221,14 @@ class CallRun:
         False ends the call: before any attempt, or after the last result was disposed of,
         with `CircuitOpenError` or `LoadShedError`; otherwise with the last outcome.
         """
+        if self.resume is not None:
+            # Claimed first: an attempt a breaker then refuses ends the call, record and all.
+            number = self.resume.claim(self.state)
+            if number is None or number > self.policy.attempts:
+                # Other processes used the last attempts, or ended the call.
+                self._exhausted("max_attempts")
+                return False
+            self.state.attempt = number - 1
         breaker, throttle = self.breaker, self.throttle
         if breaker is not None or throttle is not None:
             if breaker is not None and not breaker.allow_request():
@@ -280,6 +293,8 @@ class CallRun:
                 decision = GiveUp("circuit_open")
             elif self.budget is not None and not self.budget.try_acquire():
                 decision = GiveUp("throttled")
+            elif self.resume is not None and not self.resume.allows(decision.delay):
+                decision = GiveUp("budget_exhausted")  # the budget's wall-clock expiry
         hooks = self.dispatch.attempt_finished
         if hooks:
             attempt_outcome: AttemptOutcome = (
@@ -309,6 +324,8 @@ class CallRun:
             delay = decision.delay
             state.delay_so_far += delay
             state.last_delay = delay
+            if self.resume is not None:
+                self.resume.add_failure(delay)
             hooks = self.dispatch.retry_scheduled
             if hooks:
                 self.sleep_scopes = Dispatch.enter(
@@ -338,6 +355,8 @@ class CallRun:
 
     def conclude(self) -> Any:
         """Finish the call: emit its end, then return the value or raise, per the policy."""
+        if self.resume is not None:
+            self.resume.finish(ended=True)
         error = self.error
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
@@ -384,8 +403,11 @@ class CallRun:
         """The call ends by an error outside the attempts: close everything; the caller re-raises.
 
         Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are ``cancelled``; anything else
-        (a ``retry_on`` predicate or a fallback that raised) is a ``failure``.
+        (a ``retry_on`` predicate or a fallback that raised) is a ``failure``. A cancelled
+        call keeps its resume record: the next process goes on from it.
         """
+        if self.resume is not None:
+            self.resume.finish(ended=isinstance(error, Exception))
         if self.admitted:
             self.admitted = False
             for guard in (self.breaker, self.throttle):
@@ -421,6 +443,24 @@ class CallRun:
             self.outcome = _OUTCOME_OF_REASON[reason]
             self.error = error
             self.reason = reason
+
+    def _resume(self) -> float | None:
+        """Adopt the stored progress of a resumed call: the wait before its next attempt."""
+        assert self.resume is not None
+        wait, stop = self.resume.load(self.state)
+        if stop is not None:
+            self._exhausted(stop)
+            return None
+        return wait
+
+    def _exhausted(self, reason: RetryReason) -> None:
+        """A resumed call has no attempt left: end it with the last outcome of this process,
+        or with `ResumeExhausted` when none ran here (or its result was disposed of)."""
+        assert self.resume is not None
+        self._deny(reason, self._last_outcome())
+        if self.error is None and (self.result is None or self.adapter is not None):
+            self.result = None
+            self.error = self.resume.exhausted(self.state.attempt, reason)
 
     def _last_outcome(self) -> Outcome:
         return Outcome(self.state.attempt, 0.0, self.error, self.result, self.status)
