@@ -342,7 +342,7 @@ class RedisFleet:
             try:
                 return list(pipe.execute())
             except Exception as error:
-                if attempt == 2 or "NOSCRIPT" not in str(error):
+                if attempt == 2 or type(error).__name__ != "NoScriptError":
                     raise
                 self._shas.clear()  # the store lost its scripts (restart, failover): load again
         raise AssertionError("unreachable")  # pragma: no cover

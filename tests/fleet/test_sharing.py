@@ -151,3 +151,22 @@ def test_a_forked_child_is_a_new_member(redis_server: RedisServer) -> None:
         os.close(read)
         assert report[0] == "1"
         assert int(report[1]) == 2  # the parent and the child
+
+
+def test_scripts_lost_by_the_store_are_loaded_again(redis_server: RedisServer) -> None:
+    with RedisFleet(redis_server.url, namespace="flush", start=False) as fleet:
+        budget = HookedBudget()
+        fleet.attach(budget)
+        assert fleet.sync()
+        redis_server.client().script_flush()  # type: ignore[attr-defined]
+        assert fleet.sync()
+        assert fleet.statistics().syncs == 2
+
+
+@pytest.mark.anyio
+async def test_async_with_stops_the_synchroniser(redis_server: RedisServer) -> None:
+    async with RedisFleet(redis_server.url, namespace="aio", sync_interval="50ms") as fleet:
+        throttle = HookedThrottle(name="api")
+        fleet.attach(throttle)
+    assert fleet.statistics().degraded
+    assert "degraded" in repr(fleet)
