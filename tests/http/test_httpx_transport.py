@@ -1,5 +1,6 @@
 """`AsyncRetryTransport`, `RetryTransport` and the client helpers, on MockTransport and a server.
 
+The suite runs for httpx here and for httpx2 in test_httpx2_transport (`tests.http.flavours`).
 Async tests run on asyncio and trio. Time is virtual (`FakeClock`): sleeps are recorded, never
 slept. The real server (``tests/http_server.py``) listens on 127.0.0.1 only.
 """
@@ -40,8 +41,10 @@ from retrymw.httpx import (
     request_sync,
 )
 from retrymw.testing import FakeClock, RecordingInstrument
+from tests.http.flavours import bind
 from tests.http_server import FlakyServer, Step
 
+FLAVOUR = bind(globals())
 pytestmark = pytest.mark.anyio
 
 URL = "http://api.example.test/items"
@@ -639,7 +642,7 @@ def test_on_failure_continue_is_refused() -> None:
             "must be a RetryPolicy",
             id="named-policy",
         ),
-        pytest.param({"transport": "x"}, "transport", "must be an httpx.", id="transport"),
+        pytest.param({"transport": "x"}, "transport", f"must be an {FLAVOUR}.", id="transport"),
         pytest.param({"breaker": "x"}, "breaker", "must be a CircuitBreaker", id="breaker"),
         pytest.param({"budget": 3}, "budget", "must be a RetryBudget", id="budget"),
     ],

@@ -17,6 +17,9 @@ from retrymw import RetryPolicy
 from retrymw._http.limits import bound_transport, time_left, within
 from retrymw.httpx import ATTEMPTS_EXTENSION, RetryTransport
 from retrymw.testing import FakeClock
+from tests.http.flavours import bind
+
+FLAVOUR = bind(globals())
 
 
 def test_time_left_cuts_timeouts_to_the_deadline_and_raises_once_it_passed() -> None:

@@ -29,8 +29,10 @@ from retrymw.httpx import (
     request_sync,
 )
 from retrymw.testing import FakeClock, RecordingInstrument
+from tests.http.flavours import bind
 from tests.http_server import FlakyServer, Step
 
+FLAVOUR = bind(globals())
 pytestmark = pytest.mark.anyio
 
 
