@@ -153,6 +153,7 @@ class RetryBudget:
         "_lock",
         "_min_capacity",
         "_ratio",
+        "_share",
         "_slot_width",
         "_slots",
         "_successes",
@@ -189,6 +190,7 @@ class RetryBudget:
         self._balance = self._min_capacity
         self._acquired = 0
         self._denied = 0
+        self._share: Any = None  # a fleet's share (retrymw.fleet), deciding instead of the bucket
         self._slot_width = self._window / _SLOTS
         self._slots = [0.0] * _RING
         self._in_window = 0.0
@@ -215,9 +217,26 @@ class RetryBudget:
     def record_success(self) -> None:
         """Deposit for one call that ended in success. Lock-free: one atomic counter step."""
         next(self._successes)
+        if self._share is not None:
+            self._share.record_success()
+
+    def share_with(self, share: Any, /) -> None:
+        """Spend a fleet's leased tokens from now on (`retrymw.fleet`); ``None``: locally again.
+
+        ``share`` has ``try_acquire() -> bool`` and ``record_success()``, both local and
+        non-blocking.
+        """
+        self._share = share
 
     def try_acquire(self) -> bool:
         """Take one token for a retry; ``False`` means the retry is denied (``throttled``)."""
+        share = self._share
+        if share is not None:
+            granted: bool = share.try_acquire()
+            with self._lock:
+                self._acquired += granted
+                self._denied += not granted
+            return granted
         with self._lock:
             self._fold()
             if self._balance >= 1.0 - _EPSILON:

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import Generic, TypeVar, cast, final
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, cast, final
 
 from .._core.errors import ConfigError
 from .._core.forks import after_fork_in_child
@@ -64,7 +64,15 @@ class PerTarget(Generic[Protection]):
     .. versionadded:: 0.2
     """
 
-    __slots__ = ("__weakref__", "_instances", "_listeners", "_lock", "_max_targets", "template")
+    __slots__ = (
+        "__weakref__",
+        "_created",
+        "_instances",
+        "_listeners",
+        "_lock",
+        "_max_targets",
+        "template",
+    )
 
     template: Protection
 
@@ -80,6 +88,7 @@ class PerTarget(Generic[Protection]):
         self._max_targets = positive_int(max_targets, "max_targets")
         self._instances: OrderedDict[str, Protection] = OrderedDict()  # oldest use first
         self._listeners: tuple[Listener, ...] = ()
+        self._created: tuple[Callable[[str, Any], None], ...] = ()
         self._lock = threading.Lock()
         after_fork_in_child(self)
 
@@ -128,6 +137,11 @@ class PerTarget(Generic[Protection]):
             if isinstance(breaker, CircuitBreaker):  # pragma: no branch - all of them are
                 breaker.add_listener(listener)
 
+    def add_creation_listener(self, listener: Callable[[str, Any], None]) -> None:
+        """Call ``listener(target, instance)`` for every instance created from now on."""
+        with self._lock:
+            self._created = (*self._created, listener)
+
     def statistics(self) -> dict[str, Statistics]:
         """Return each live target's snapshot, by target, least recently used first."""
         with self._lock:
@@ -161,6 +175,8 @@ class PerTarget(Generic[Protection]):
             if isinstance(instance, CircuitBreaker):
                 for listener in self._listeners:
                     instance.add_listener(listener)
+        for created in self._created:  # a fleet (retrymw.fleet) attaches the new instance
+            created(target, instance)
         return cast(Protection, instance)
 
     def _victim(self) -> str:

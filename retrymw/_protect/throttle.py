@@ -138,6 +138,7 @@ class AdaptiveThrottle:
         self._window = TimeWindow(self._window_seconds)
         self._admitted = 0
         self._shed = 0
+        self._pooled = (0, 0)  # other processes' requests and accepts (retrymw.fleet)
         after_fork_in_child(self)
 
     def _after_fork_in_child(self) -> None:
@@ -179,6 +180,11 @@ class AdaptiveThrottle:
     def release(self) -> None:
         """An admitted attempt ended without a verdict (cancelled): it counts nowhere."""
 
+    def pool(self, requests: int, accepts: int, /) -> None:
+        """Count other processes' trailing-window requests and accepts too (`retrymw.fleet`)."""
+        with self._lock:
+            self._pooled = (requests, accepts)
+
     def reject_probability(self) -> float:
         """Return the probability that the next attempt is shed (for a gauge)."""
         with self._lock:
@@ -212,8 +218,9 @@ class AdaptiveThrottle:
         """The SRE formula over the trailing window (the caller holds the lock)."""
         window = self._window
         window.expire(self._clock.now())
-        requests = window.calls
-        excess = requests - self._k * (requests - window.failures)
+        pooled_requests, pooled_accepts = self._pooled
+        requests = window.calls + pooled_requests
+        excess = requests - self._k * (window.calls - window.failures + pooled_accepts)
         if excess <= 0.0:
             return 0.0
         return min(self._max_reject, excess / (requests + 1))
