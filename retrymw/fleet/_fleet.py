@@ -26,7 +26,7 @@ import uuid
 import weakref
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast, final
+from typing import Any, final
 
 from .._core.errors import ConfigError
 from .._core.forks import after_fork_in_child
@@ -39,7 +39,6 @@ from . import _scripts
 from ._breaker import SharedBreaker
 from ._budget import SharedBudget
 from ._client import connect
-from ._hooks import BreakerHost, BudgetHost, ThrottleHost
 from ._throttle import SharedThrottle
 
 __all__ = ["FleetStatistics", "RedisFleet"]
@@ -188,7 +187,7 @@ class RedisFleet:
         """
         if isinstance(protection, PerTarget):
             _require(protection, "add_creation_listener")
-            cast(Any, protection).add_creation_listener(self._attach_created)
+            protection.add_creation_listener(self._attach_created)
             for name in protection:
                 instance = protection.get(name)
                 if instance is not None:
@@ -216,13 +215,13 @@ class RedisFleet:
                 max_lease=self._max_lease,
                 assumed_members=self._assumed,
             )
-            cast(BudgetHost, protection).share_with(share)
+            protection.share_with(share)
             return share
         if isinstance(protection, CircuitBreaker):
             _require(protection, "adopt", "gate_probes")
             settings = protection._settings  # the same library's settings
             return SharedBreaker(
-                cast(BreakerHost, protection),
+                protection,
                 _tag(target or protection.name),
                 quorum=self._quorum,
                 recovery=settings.recovery_timeout,
@@ -231,7 +230,7 @@ class RedisFleet:
             )
         if isinstance(protection, AdaptiveThrottle):
             _require(protection, "pool")
-            return SharedThrottle(cast(ThrottleHost, protection), _tag(target or protection.name))
+            return SharedThrottle(protection, _tag(target or protection.name))
         raise TypeError(
             "RedisFleet.attach takes a RetryBudget, CircuitBreaker, AdaptiveThrottle or a "
             f"PerTarget of one, not {type(protection).__name__}"

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from retrymw import CircuitBreaker
 from retrymw.fleet import RedisFleet
 
 from .conftest import RedisServer
-from .hosts import HookedBreaker
 
 MEMBERS = 8
 
@@ -29,10 +29,10 @@ def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
         fleet.close()
 
 
-def breakers(fleets: list[RedisFleet], **settings: Any) -> list[HookedBreaker]:
+def breakers(fleets: list[RedisFleet], **settings: Any) -> list[CircuitBreaker]:
     made = []
     for fleet in fleets:
-        breaker = HookedBreaker(name="payments", failure_threshold=3, **settings)
+        breaker = CircuitBreaker(name="payments", failure_threshold=3, **settings)
         fleet.attach(breaker)
         made.append(breaker)
     return made
@@ -44,7 +44,7 @@ def step(fleets: list[RedisFleet]) -> None:
         assert fleet.sync()
 
 
-def trip(breaker: HookedBreaker) -> None:
+def trip(breaker: CircuitBreaker) -> None:
     for _ in range(3):
         assert breaker.allow_request()
         breaker.record_failure()

@@ -8,26 +8,26 @@ from typing import Any
 
 import pytest
 
+from retrymw import AdaptiveThrottle, CircuitBreaker, RetryBudget
 from retrymw.fleet import RedisFleet
 
 from .conftest import RedisServer
-from .hosts import HookedBreaker, HookedBudget, HookedThrottle
 
 INTERVAL = 0.2
 
 
-def protections(fleet: RedisFleet) -> tuple[HookedBudget, HookedBreaker, HookedThrottle]:
+def protections(fleet: RedisFleet) -> tuple[RetryBudget, CircuitBreaker, AdaptiveThrottle]:
     budget, breaker, throttle = (
-        HookedBudget(),
-        HookedBreaker(name="api"),
-        HookedThrottle(name="api"),
+        RetryBudget(),
+        CircuitBreaker(name="api"),
+        AdaptiveThrottle(name="api"),
     )
     for protection in (budget, breaker, throttle):
         fleet.attach(protection, target="api")
     return budget, breaker, throttle
 
 
-def call(budget: HookedBudget, breaker: HookedBreaker, throttle: HookedThrottle, n: int) -> None:
+def call(budget: RetryBudget, breaker: CircuitBreaker, throttle: AdaptiveThrottle, n: int) -> None:
     """The request path of one call, as the retrier walks it: every tenth needs one retry."""
     assert breaker.allow_request()
     assert throttle.allow_request()

@@ -15,13 +15,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from retrymw import RetryBudget
 from retrymw.fleet import RedisFleet
-from tests.fleet.hosts import HookedBudget
 
 
 def main() -> None:
     url, start, warmup, outage, rate = sys.argv[1], *map(float, sys.argv[2:6])
-    budget = HookedBudget()
+    budget = RetryBudget()
     fleet = None
     if url != "-":
         fleet = RedisFleet(url, namespace="amplification", sync_interval="250ms")
