@@ -51,7 +51,7 @@ def wait_for(predicate: Any, limit: float) -> float:
 
 
 def commands(server: RedisServer) -> int:
-    stats: dict[str, Any] = server.client().info("commandstats")  # type: ignore[attr-defined]
+    stats: dict[str, Any] = server.client().info("commandstats")
     return sum(int(entry["calls"]) for entry in stats.values())
 
 

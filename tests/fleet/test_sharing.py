@@ -153,7 +153,7 @@ def test_scripts_lost_by_the_store_are_loaded_again(redis_server: RedisServer) -
         budget = RetryBudget()
         fleet.attach(budget)
         assert fleet.sync()
-        redis_server.client().script_flush()  # type: ignore[attr-defined]
+        redis_server.client().script_flush()
         assert fleet.sync()
         assert fleet.statistics().syncs == 2
 
