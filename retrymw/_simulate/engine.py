@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .._core.errors import CircuitOpenError, ConfigError
+from .._core.errors import CircuitOpenError, ConfigError, LoadShedError
 from .._core.events import BreakerStateChanged
 from .._core.policy import RetryPolicy
 from .._core.retrier import Retrier
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
+from .._protect.throttle import AdaptiveThrottle
 from ..testing import FakeClock
 
 __all__ = ["Scenario", "SimulatedFailure", "SimulationResult", "simulate", "suite"]
@@ -69,6 +70,7 @@ class Scenario:
         policy: the retry policy; by default ``RetryPolicy()`` retrying `SimulatedFailure`.
         budget: `RetryBudget` arguments (defaults when empty); ``None`` turns the budget off.
         breaker: `CircuitBreaker` arguments (defaults when empty); ``None`` for no breaker.
+        throttle: `AdaptiveThrottle` arguments (defaults when empty); ``None`` for none.
     """
 
     name: str
@@ -83,6 +85,7 @@ class Scenario:
     policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(retry_on=SimulatedFailure))
     budget: Mapping[str, Any] | None = field(default_factory=lambda: _DEFAULTS)
     breaker: Mapping[str, Any] | None = None
+    throttle: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name, ok in (
@@ -123,6 +126,9 @@ class SimulationResult:
         calls_to_open: calls that arrived from the fault's start up to that trip.
         time_to_recover: seconds from the fault's end to the last failed call after it (0 when
             every later call succeeded); ``None`` when no call arrived after the fault.
+        shed: calls the throttles refused with `LoadShedError` before any attempt.
+        shed_from_10s: share of the calls arriving from 10 s into the fault that the throttles
+            refused before any attempt.
     """
 
     scenario: Scenario
@@ -139,6 +145,8 @@ class SimulationResult:
     time_to_open: float | None
     calls_to_open: int | None
     time_to_recover: float | None
+    shed: int = 0
+    shed_from_10s: float = 0.0
 
 
 class _Suspend:
@@ -190,10 +198,18 @@ class _Client:
             None if scenario.budget is None else RetryBudget(clock=run.clock, **scenario.budget)
         )
         self.budget = budget
+        throttle = None
+        if scenario.throttle is not None:
+            throttle = AdaptiveThrottle(
+                clock=run.clock,
+                rng=random.Random(f"{run.seed}:throttle:{index}"),
+                **scenario.throttle,
+            )
         self.retrier = Retrier(
             scenario.policy,
             breaker=breaker,
             budget=budget,
+            throttle=throttle,
             instruments=(),
             clock=run.clock,
             rng=random.Random(f"{run.seed}:jitter:{index}"),
@@ -224,7 +240,8 @@ class _Run:
         self.failure, self.latency = scenario.failure, scenario.latency
         self.sequence = 0
         self.buckets: dict[int, int] = {}
-        self.calls = self.attempts = self.successes = self.rejections = 0
+        self.calls = self.attempts = self.successes = self.rejections = self.shed = 0
+        self.late_calls = self.late_shed = 0
         self.arrived_in_fault = self.after_fault = 0
         self.first_trip: tuple[float, int] | None = None
         self.last_failure_after_fault: float | None = None
@@ -267,6 +284,9 @@ class _Run:
             except CircuitOpenError:
                 self.rejections += 1
                 self.finish(call, succeeded=False)
+            except LoadShedError:
+                self.shed += 1
+                self.finish(call, succeeded=False, shed=call[1][0] == 0)
             except SimulatedFailure:
                 self.finish(call, succeeded=False)
             else:
@@ -274,9 +294,12 @@ class _Run:
                     raise TypeError(f"simulate: the retrier awaited {request!r}, not the clock")
                 self.schedule(at + request.seconds, item, call)
 
-    def finish(self, call: tuple[float, list[int]], *, succeeded: bool) -> None:
+    def finish(self, call: tuple[float, list[int]], *, succeeded: bool, shed: bool = False) -> None:
         arrival, tally = call
         if self.warmup <= arrival < self.fault_end:
+            if arrival >= self.warmup + 10.0:
+                self.late_calls += 1
+                self.late_shed += shed
             self.calls += 1
             self.attempts += tally[0]
             self.successes += succeeded
@@ -321,6 +344,8 @@ class _Run:
             time_to_open=None if first is None else first[0] - scenario.warmup,
             calls_to_open=None if first is None else first[1],
             time_to_recover=recover,
+            shed=self.shed,
+            shed_from_10s=self.late_shed / self.late_calls if self.late_calls else 0.0,
         )
 
 

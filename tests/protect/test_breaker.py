@@ -97,7 +97,13 @@ def test_a_success_resets_the_consecutive_count(clock: FakeClock) -> None:
 
 def test_rate_rule_waits_for_minimum_calls(clock: FakeClock) -> None:
     """Alternating outcomes open a 50% rate rule exactly when the window holds minimum_calls."""
-    breaker = CircuitBreaker(clock=clock, failure_threshold=None, window=10, minimum_calls=6)
+    breaker = CircuitBreaker(
+        clock=clock,
+        failure_threshold=None,
+        failure_rate_threshold=0.5,
+        window=10,
+        minimum_calls=6,
+    )
     for _ in range(2):
         breaker.record_success()
         breaker.record_failure()
@@ -110,7 +116,9 @@ def test_rate_rule_waits_for_minimum_calls(clock: FakeClock) -> None:
 
 def test_count_window_forgets_old_failures(clock: FakeClock) -> None:
     """Only the last `window` attempts count: old failures slide out of a count window."""
-    breaker = CircuitBreaker(clock=clock, failure_threshold=None, window=10, minimum_calls=10)
+    breaker = CircuitBreaker(
+        clock=clock, failure_threshold=None, failure_rate_threshold=0.5, window=10, minimum_calls=10
+    )
     for _ in range(4):
         breaker.record_failure()
     for _ in range(10):
@@ -150,7 +158,13 @@ def test_time_window_ages_out_failures(clock: FakeClock) -> None:
 
 def test_time_window_opens_at_the_rate(clock: FakeClock) -> None:
     """A time-based window opens once its failure rate reaches the threshold."""
-    breaker = CircuitBreaker(clock=clock, failure_threshold=None, window="1s", minimum_calls=10)
+    breaker = CircuitBreaker(
+        clock=clock,
+        failure_threshold=None,
+        failure_rate_threshold=0.5,
+        window="1s",
+        minimum_calls=10,
+    )
     for _ in range(5):
         clock.advance(0.05)
         breaker.record_success()
