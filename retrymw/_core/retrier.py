@@ -80,6 +80,8 @@ class Retrier:
         store: a durable `retrymw.stores.Store` (``SQLiteStore``, ``RedisStore``): a call with a
             resume key (``with retrymw.resume(key):``) keeps its attempts and retry-budget
             expiry there and a later process goes on from them (docs/resume.md).
+        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle become fleet-wide,
+            per target (docs/fleet.md).
 
     Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
     instance as a decorator on async and sync functions.
@@ -112,6 +114,7 @@ class Retrier:
         clock: Clock | None = None,
         rng: Random | None = None,
         store: Store | None = None,
+        fleet: Any = None,
     ) -> None:
         _check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
         if store is not None:
@@ -133,6 +136,10 @@ class Retrier:
             breaker.add_listener(_BreakerEvents(self._dispatch))
         self._rng = rng if rng is not None else Random()
         self._budget_reported_at = -math.inf
+        if fleet is not None:
+            for protection in (self._breaker, self._budget, self._throttle):
+                if protection is not None:
+                    fleet.attach(protection)
         self._plain = self._is_plain(self.policy, self._dispatch)
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
         # while none listens, calls use this dispatch without them, and its plain path.
