@@ -19,7 +19,7 @@ httpx2, the fork the OpenAI and Anthropic SDKs use, with the same classes and ar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 try:
     import httpx
@@ -41,6 +41,9 @@ from ._http.flavour import (
 )
 from ._http.semantics import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
+
+if TYPE_CHECKING:
+    from .stores import Store
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -102,6 +105,8 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         instruments: instruments for the events; ``None`` for the process defaults.
         clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
+        store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
+            attempts and retry-budget expiry there, and resumes them after a restart.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -139,6 +144,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -150,6 +156,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             instruments=instruments,
             clock=clock,
             policies=policies,
+            store=store,
         )
 
 
@@ -179,6 +186,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -190,6 +198,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             instruments=instruments,
             clock=clock,
             policies=policies,
+            store=store,
         )
 
 

@@ -22,7 +22,7 @@ httpx2's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 try:
     import httpx2
@@ -44,6 +44,9 @@ from ._http.flavour import (
 )
 from ._http.semantics import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
+
+if TYPE_CHECKING:
+    from .stores import Store
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -105,6 +108,8 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         instruments: instruments for the events; ``None`` for the process defaults.
         clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
+        store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
+            attempts and retry-budget expiry there, and resumes them after a restart.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -142,6 +147,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -153,6 +159,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             instruments=instruments,
             clock=clock,
             policies=policies,
+            store=store,
         )
 
 
@@ -182,6 +189,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         instruments: Any = None,
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -193,6 +201,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             instruments=instruments,
             clock=clock,
             policies=policies,
+            store=store,
         )
 
 

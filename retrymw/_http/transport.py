@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
+from .._core.resume import resume
 from .._core.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
 from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
@@ -26,12 +28,16 @@ from .flavour import Flavour
 from .limits import bound_transport
 from .semantics import (
     HELPER_EXTENSION,
+    IDEMPOTENCY_KEY_HEADER,
     POLICY_EXTENSION,
     REPLAY_LIMIT,
     RETRY_COUNT_HEADER,
     PolicyResolver,
     http_policy,
 )
+
+if TYPE_CHECKING:
+    from ..stores import Store
 
 __all__ = ["AsyncShell", "SyncShell", "TransportCore"]
 
@@ -58,6 +64,7 @@ class TransportCore:
         instruments: Any,
         clock: Clock | None,
         policies: Mapping[str, RetryPolicy] | None,
+        store: Store | None = None,
     ) -> None:
         self.flavour = flavour
         self.resolver = PolicyResolver(http_policy(policy), policies)
@@ -71,8 +78,25 @@ class TransportCore:
             throttle=throttle,
             instruments=instruments,
             clock=clock,
+            store=store,
         )
         self._sdk_warned = False
+
+    def resume_scope(self, request: Any) -> AbstractContextManager[None]:
+        """The request's ``Idempotency-Key`` as its resume key, when the transport has a store.
+
+        The key is scoped by host, so two APIs' keys never share a record; a key `resume`
+        refuses (empty, over 1024 characters) leaves the request without one.
+        """
+        if self.retrier._store is None:
+            return nullcontext()
+        key = request.headers.get(IDEMPOTENCY_KEY_HEADER)
+        if not key:
+            return nullcontext()
+        try:
+            return resume(f"idempotency-key {request.url.host} {key}")
+        except ConfigError:
+            return nullcontext()
 
     def prepare(self, request: Any) -> RetryPolicy:
         """Return the request's policy; refuse a foreign request or one from a client helper.
@@ -155,7 +179,8 @@ class AsyncShell(_Shell):
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
         call = HttpCall(core.retrier, request, policy, replayable, flavour)
-        return await drive_async(call, self._transport.handle_async_request)
+        with core.resume_scope(request):
+            return await drive_async(call, self._transport.handle_async_request)
 
     async def aclose(self) -> None:
         """Close the inner transport."""
@@ -188,7 +213,8 @@ class SyncShell(_Shell):
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
         call = HttpCall(core.retrier, request, policy, replayable, flavour)
-        return drive_sync(call, self._transport.handle_request)
+        with core.resume_scope(request):
+            return drive_sync(call, self._transport.handle_request)
 
     def close(self) -> None:
         """Close the inner transport."""
