@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,14 @@ QUERIES = harness.queries(DASHBOARD)
 RULE_EXPRS = harness.rule_exprs(RULES)
 QUERY_VARIABLES = [v for v in harness.variables(DASHBOARD) if v["type"] == "query"]
 
-#: Panels allowed a ``[$__range]`` window (the dashboard-linter ``.lint`` exclusion, with why):
-#: both summarise the whole time range the user picked rather than a moving rate.
+#: Panels allowed a ``[$__range]`` window (the dashboard-linter ``.lint`` exclusion, with why).
 RANGE_ALLOWED = {
-    "Retries denied by budgets": "a stat counting denials over the selected time range",
-    "Attempts per call distribution": "a bar gauge of the whole range's attempts histogram",
+    "Attempts per admitted call distribution": "a bar gauge of the range's attempts histogram",
 }
-#: Circuit metrics carry no policy or target label; everything else must honour all four.
-CIRCUIT_METRICS = {names.CIRCUIT_STATE.prometheus, names.CIRCUIT_TRANSITIONS.prometheus}
+#: The window of the stat row and the per-target table: the alerts' and recording rules' 5m.
+STAT_WINDOW = "5m"
+#: Every metric the dashboard may use: DESIGN's ten and the live saturation gauges.
+SPECS = {spec.prometheus: spec for spec in (*names.METRICS, *names.LIVE_GAUGES)}
 CONTRACT_LABELS = {
     value
     for key, value in vars(names).items()
@@ -147,7 +148,7 @@ def test_panel_grid_does_not_overlap():
 
 
 def test_the_dashboard_shows_every_panel_of_the_research_plan():
-    """The panels listed in observability.md §8.6 are all there."""
+    """The panels of observability.md §8.6 and of issue 17's questions are all there."""
     titles = " | ".join(panel["title"] for panel in harness.panels(DASHBOARD)).lower()
     for words in [
         "success ratio",
@@ -155,19 +156,24 @@ def test_the_dashboard_shows_every_panel_of_the_research_plan():
         "amplification",
         "open circuits",
         "denied by budgets",
+        "rescued",
         "calls/s by outcome",
         "attempts/s by outcome",
         "error type",
-        "call latency",
+        "refused calls",
+        "call latency of admitted calls",
         "attempt latency",
-        "attempts per call",
+        "attempts per admitted call",
         "backoff delay",
         "time spent sleeping",
-        "retry budget available",
+        "retry budget: available vs capacity",
+        "throttle rejection probability",
+        "breaker failure rate vs threshold",
         "denied/s by reason",
         "circuit state",
         "transitions",
-        "short-circuited",
+        "per target",
+        "policies",
     ]:
         assert words in titles
 
@@ -180,17 +186,140 @@ def test_latency_panels_show_exemplars():
         assert all(target.get("exemplar") is True for target in panel["targets"])
 
 
+def _instant(query: harness.Query) -> bool:
+    return any(t.get("instant") for t in query.panel.get("targets", []) if t["expr"] == query.expr)
+
+
 @query_params
 def test_rates_use_the_rate_interval(query: harness.Query):
-    """Every range is ``$__rate_interval``; ``$__range`` only on the allow-listed summary panels."""
+    """Graphs use ``$__rate_interval``; the stat row and tables the alerts' 5m, as instant queries.
+
+    ``$__range`` only on the allow-listed summary panels. No 20 s last-value windows: a stat
+    reads the 5-minute picture the alerts judge.
+    """
     windows = harness.ranges(query.expr)
     if harness.range_function_spans(query.expr):
         assert windows
+    summary = query.panel.get("type") in ("stat", "table")
+    assert summary == _instant(query) or query.panel.get("title") in RANGE_ALLOWED, query.where
     for window in windows:
         if window == "$__range":
             assert query.panel.get("title") in RANGE_ALLOWED, query.where
+        elif summary:
+            assert window == STAT_WINDOW, query.where
         else:
             assert window == "$__rate_interval", query.where
+
+
+def test_the_stat_row_reads_the_last_value_of_5m_instant_queries():
+    """Each stat reduces with lastNotNull over instant queries (no 20 s windows, no means)."""
+    stats = [p for p in harness.panels(DASHBOARD) if p["type"] == "stat"]
+    assert len(stats) == 6
+    for panel in stats:
+        assert panel["options"]["reduceOptions"]["calcs"] == ["lastNotNull"], panel["title"]
+        assert all(t["instant"] is True for t in panel["targets"]), panel["title"]
+        assert "(5m)" in panel["title"] or "[" not in panel["targets"][0]["expr"]
+
+
+UNITS = {"percentunit", "none", "short", "reqps", "s"}
+
+
+def test_units_are_ones_grafana_knows_and_never_seconds_per_second():
+    """Every unit is a Grafana unit id; no "s/s" (a rate of seconds is calls asleep at once)."""
+    for panel in harness.panels(DASHBOARD):
+        assert panel["fieldConfig"]["defaults"]["unit"] in UNITS, panel["title"]
+        assert "(s/s)" not in panel["title"], panel["title"]
+        for override in panel["fieldConfig"].get("overrides", []):
+            for prop in override["properties"]:
+                assert prop["id"] != "unit" or prop["value"] in UNITS, panel["title"]
+    sleeping = _panel("Time spent sleeping")
+    assert "backoff_duration_seconds_sum" in sleeping["targets"][0]["expr"]
+    assert sleeping["fieldConfig"]["defaults"]["unit"] == "short"
+
+
+def _panel(prefix: str) -> dict[str, Any]:
+    (panel,) = [p for p in harness.panels(DASHBOARD) if p["title"].startswith(prefix)]
+    return panel
+
+
+ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "Amplification, admitted calls",
+        "Amplification by target",
+        "Retry ratio by target",
+        "Call latency of admitted calls",
+        "Attempts per admitted call distribution",
+    ],
+)
+def test_admitted_call_panels_leave_refused_calls_out(prefix: str):
+    """Amplification, retry ratio, latency and attempts per call count admitted calls only.
+
+    A refused call (circuit_open, shed) made no attempt: counted, a total outage reads as an
+    amplification of 0.004 and a faster p50.
+    """
+    panel = _panel(prefix)
+    for target in panel["targets"]:
+        for metric, matchers in re.findall(r"(retrymw_call[a-z_]*)\{([^}]*)\}", target["expr"]):
+            if not metric.startswith("retrymw_call_attempts_count"):
+                assert ADMITTED in matchers, (prefix, metric)
+
+
+def test_refusals_are_shown_beside_admitted_calls():
+    """One panel plots admitted calls next to refused ones by reason; a stat gives their share."""
+    panel = _panel("Admitted vs refused calls/s")
+    admitted, refused = (t["expr"] for t in panel["targets"])
+    assert ADMITTED in admitted
+    assert 'retrymw_outcome=~"circuit_open|shed"' in refused
+    assert "by (retrymw_outcome)" in refused
+    assert 'retrymw_outcome=~"circuit_open|shed"' in _panel("Refused calls")["targets"][0]["expr"]
+
+
+def test_saturation_panels_pair_each_gauge_with_its_limit():
+    """Budget available next to capacity, breaker failure rate next to its threshold."""
+    budget = " ".join(t["expr"] for t in _panel("Retry budget: available vs capacity")["targets"])
+    assert "retrymw_retry_budget_available" in budget
+    assert "retrymw_retry_budget_capacity" in budget
+    breaker = " ".join(t["expr"] for t in _panel("Breaker failure rate vs threshold")["targets"])
+    assert "retrymw_circuit_failure_rate{" in breaker
+    assert "retrymw_circuit_failure_rate_threshold{" in breaker
+    throttle = _panel("Throttle rejection probability")["targets"][0]["expr"]
+    assert "retrymw_throttle_reject_probability" in throttle
+
+
+def test_rescued_calls_are_successes_after_more_than_one_attempt():
+    """Rescued = successful calls minus those that needed one attempt (histogram le=1.0)."""
+    expr = _panel("Calls rescued by retries")["targets"][0]["expr"]
+    assert "retrymw_call_attempts_count{" in expr
+    assert re.search(r'retrymw_call_attempts_bucket\{[^}]*le="1\.0"', expr)
+    assert expr.count('retrymw_outcome="success"') == 2
+
+
+def test_the_per_target_table_has_one_row_per_policy_and_target():
+    """The drill-down table groups every column by policy and target and merges them."""
+    panel = _panel("Per target")
+    assert panel["type"] == "table"
+    assert len(panel["targets"]) >= 6
+    for target in panel["targets"]:
+        assert target["format"] == "table"
+        assert "by (retrymw_policy, retrymw_target" in target["expr"]
+    assert [t["id"] for t in panel["transformations"]] == ["merge", "organize"]
+
+
+def test_the_committed_json_is_what_the_generator_builds():
+    """dashboards/retrymw-overview.json is generated: edit dashboards/build.py, not the JSON."""
+    result = subprocess.run(
+        [sys.executable, "-m", "dashboards.build", "--check"],
+        cwd=harness.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 @query_params
@@ -201,14 +330,18 @@ def test_counters_are_inside_rate_or_increase(query: harness.Query):
 
 @query_params
 def test_targets_honour_the_variables(query: harness.Query):
-    """Each selector filters on $job and $instance, and on $policy and $target where it can."""
+    """Each selector filters on $job and $instance, and on $policy and $target where it can.
+
+    Circuit metrics have no policy or target label, the policy info metric no target label: a
+    ``=~".+"`` matcher on a missing label would select nothing.
+    """
     for selector in re.findall(r"(retrymw_[a-z_]+)\{([^}]*)\}", query.expr):
         metric, matchers = selector
+        labels = SPECS[harness.contract_name(metric)].labels
         assert 'job=~"$job"' in matchers, query.where
         assert 'instance=~"$instance"' in matchers, query.where
-        if harness.contract_name(metric) not in CIRCUIT_METRICS:
-            assert f'{names.LABEL_POLICY}=~"$policy"' in matchers, query.where
-            assert f'{names.LABEL_TARGET}=~"$target"' in matchers, query.where
+        for label, variable in ((names.LABEL_POLICY, "policy"), (names.LABEL_TARGET, "target")):
+            assert (f'{label}=~"${variable}"' in matchers) == (label in labels), query.where
 
 
 def _every_expression() -> Iterator[tuple[str, str]]:
@@ -223,7 +356,7 @@ def _every_expression() -> Iterator[tuple[str, str]]:
 
 def test_every_metric_exists_in_names():
     """Every retrymw_* series in the dashboard and the rules is a metric of _names.py."""
-    contract = {spec.prometheus for spec in names.METRICS}
+    contract = set(SPECS)
     for where, expr in _every_expression():
         for series in harness.metric_names(expr):
             assert harness.contract_name(series) in contract, f"{where}: {series}"
@@ -246,9 +379,9 @@ def test_every_enum_label_value_exists_in_names():
 
 
 def test_every_metric_of_the_contract_is_on_the_dashboard():
-    """The dashboard plots each of the ten metrics at least once."""
+    """The dashboard plots each of the ten metrics and each live saturation gauge."""
     used = {harness.contract_name(s) for q in QUERIES for s in harness.metric_names(q.expr)}
-    assert used == {spec.prometheus for spec in names.METRICS}
+    assert used == set(SPECS)
 
 
 # -- rules lint ----------------------------------------------------------------------------------

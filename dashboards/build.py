@@ -1,0 +1,854 @@
+"""Build dashboards/retrymw-overview.json from code, with Grafana's typed grafana-foundation-sdk.
+
+The committed JSON is generated: edit this module, then regenerate it::
+
+    .venv/bin/python -m dashboards.build            # writes dashboards/retrymw-overview.json
+    .venv/bin/python -m dashboards.build --check    # exit 1 if the committed file is stale
+
+tests/test_dashboards.py fails when the two differ, and evaluates every expression below against
+a real Prometheus.
+
+The dashboard answers, top to bottom: is a dependency failing, are we amplifying, what are the
+calls refused without an attempt, how slow are admitted calls, is a budget, throttle or breaker
+saturating, and which target is it. Calls the breaker or the throttle refused made no attempt
+(outcomes ``circuit_open`` and ``shed``): amplification, retry ratio, latency and attempts per
+call count admitted calls only, and refusals are shown beside them, never mixed in (a total
+outage otherwise reads as a green amplification of 0.004 and a faster p50).
+
+The stat row reads the same 5-minute windows as the alerts and the recording rules, as instant
+queries: it shows the picture the alerts judge, not the last 20 seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import (
+    bargauge,
+    common,
+    heatmap,
+    stat,
+    statetimeline,
+    table,
+    timeseries,
+)
+from grafana_foundation_sdk.builders import dashboard as builder
+from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_model
+from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models import prometheus as prom_model
+
+OUTPUT = Path(__file__).resolve().parent / "retrymw-overview.json"
+#: Grafana 10.4's classic JSON model (the SDK defaults to 36).
+SCHEMA_VERSION = 39
+
+DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+#: Every selector of a policy metric honours the four variables; circuit metrics have no
+#: policy or target label, the policy info metric no target label.
+ALL = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy", retrymw_target=~"$target"'
+CIRCUIT = 'job=~"$job", instance=~"$instance"'
+POLICY = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy"'
+
+#: Calls refused before any attempt: they are not part of amplification, latency or attempts.
+REFUSED = 'retrymw_outcome=~"circuit_open|shed"'
+SUCCESS = 'retrymw_outcome="success"'
+#: The attempts-per-call bucket of calls that made one attempt (prometheus_client's "1.0").
+FIRST_TRY = 'le="1.0"'
+BUDGET_DENIALS = 'retrymw_reason=~"throttled|budget_exhausted"'
+RETRIED = 'retrymw_attempt_outcome="retried"'
+ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
+#: The stat row's window: the one the alerts and recording rules use.
+STAT_WINDOW = "5m"
+RATE = "$__rate_interval"
+
+
+def state_is(state: str) -> str:
+    """The matcher of one circuit state."""
+    return f'retrymw_circuit_state="{state}"'
+
+
+def sel(metric: str, *matchers: str, base: str = ALL) -> str:
+    """``metric{<variables>, <matchers>}``."""
+    return f"{metric}{{{', '.join((base, *matchers))}}}"
+
+
+def rate(metric: str, *matchers: str, window: str = RATE, by: str = "") -> str:
+    """``sum [by (...)] (rate(metric{...}[window]))``."""
+    grouping = f" by ({by})" if by else ""
+    return f"sum{grouping} (rate({sel(metric, *matchers)}[{window}]))"
+
+
+def amplification(window: str, by: str = "") -> str:
+    """Attempts per admitted call."""
+    return (
+        f"{rate('retrymw_attempts_total', window=window, by=by)}\n/\n"
+        f"{rate('retrymw_calls_total', ADMITTED, window=window, by=by)}"
+    )
+
+
+def retry_ratio(window: str, by: str = "") -> str:
+    """Retries per admitted call."""
+    retried = rate(
+        "retrymw_attempts_total", 'retrymw_attempt_outcome="retried"', window=window, by=by
+    )
+    return f"{retried}\n/\n{rate('retrymw_calls_total', ADMITTED, window=window, by=by)}"
+
+
+def rescued(window: str, by: str = "") -> str:
+    """Calls/s that succeeded after at least one retry: successes minus first-try successes.
+
+    From the attempts-per-call histogram: its ``_count`` for outcome success is every success,
+    its ``le="1.0"`` bucket those that needed a single attempt.
+    """
+    every = rate("retrymw_call_attempts_count", SUCCESS, window=window, by=by)
+    first_try = rate("retrymw_call_attempts_bucket", SUCCESS, FIRST_TRY, window=window, by=by)
+    return f"{every}\n-\n{first_try}"
+
+
+def quantile(q: float, metric: str, *matchers: str) -> str:
+    """``histogram_quantile(q, sum by (le) (rate(metric_bucket{...}[$__rate_interval])))``."""
+    return f"histogram_quantile({q:g}, {rate(f'{metric}_bucket', *matchers, by='le')})"
+
+
+def query(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
+    """A range query of the panel."""
+    return (
+        prom.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DATASOURCE).range()
+    )
+
+
+def instant(expr: str, legend: str = "__auto", ref: str = "A") -> prom.Dataquery:
+    """An instant query: the stat row and the tables read one value per series."""
+    return query(expr, legend, ref).instant()
+
+
+def thresholds(*steps: tuple[float | None, str]) -> builder.ThresholdsConfig:
+    """Absolute thresholds; the first step's value is None (from -inf)."""
+    return (
+        builder.ThresholdsConfig()
+        .mode(model.ThresholdsMode.ABSOLUTE)
+        .steps([model.Threshold(value=value, color=color) for value, color in steps])
+    )
+
+
+GREEN_ABOVE_99 = thresholds((None, "red"), (0.95, "orange"), (0.99, "green"))
+RED_ABOVE = {
+    "amplification": thresholds((None, "green"), (1.2, "orange"), (1.5, "red")),
+    "share": thresholds((None, "green"), (0.01, "orange"), (0.05, "red")),
+    "count": thresholds((None, "green"), (1, "red")),
+}
+
+
+class Layout:
+    """Places panels left to right on Grafana's 24-column grid, rows below each other."""
+
+    def __init__(self) -> None:
+        self.x = self.y = self.row_height = 0
+        self.next_id = 0
+
+    def id(self) -> int:
+        """The next panel id."""
+        self.next_id += 1
+        return self.next_id
+
+    def row(self, title: str) -> builder.Row:
+        """A row header across the grid."""
+        self.newline()
+        row = builder.Row(title).id(self.id()).grid_pos(model.GridPos(h=1, w=24, x=0, y=self.y))
+        self.y += 1
+        return row
+
+    def place(self, width: int, height: int) -> model.GridPos:
+        """The next free position for a ``width`` x ``height`` panel."""
+        if self.x + width > 24:
+            self.newline()
+        pos = model.GridPos(h=height, w=width, x=self.x, y=self.y)
+        self.x += width
+        self.row_height = max(self.row_height, height)
+        return pos
+
+    def newline(self) -> None:
+        """Start a new line of panels."""
+        self.y += self.row_height
+        self.x = self.row_height = 0
+
+
+def stats(layout: Layout) -> list[Builder[Any]]:
+    """The at-a-glance row: six 5-minute instant stats."""
+    window = STAT_WINDOW
+    refused = f"(sum (rate({sel('retrymw_calls_total', REFUSED)}[{window}])) or vector(0))"
+    denied = (
+        f"(sum (rate({sel('retrymw_retries_denied_total', BUDGET_DENIALS)}"
+        f"[{window}])) or vector(0))"
+    )
+    retried = rate("retrymw_attempts_total", RETRIED, window=window)
+    calls = rate("retrymw_calls_total", window=window)
+    specs: list[tuple[str, str, str, str, builder.ThresholdsConfig]] = [
+        (
+            "Call success ratio (5m)",
+            "Share of all calls (refused ones included: callers see them fail) that succeeded "
+            "over the last 5 minutes, the window of the alerts and SLO rules.",
+            f"{rate('retrymw_calls_total', SUCCESS, window=window)}\n/\n{calls}",
+            "percentunit",
+            GREEN_ABOVE_99,
+        ),
+        (
+            "Amplification, admitted calls (5m)",
+            "Attempts per admitted call over the last 5 minutes: the load multiplier retries "
+            "put on dependencies. 1.00 means no retries. Refused calls (no attempt) are left "
+            "out; see 'Refused calls'.",
+            amplification(window),
+            "none",
+            RED_ABOVE["amplification"],
+        ),
+        (
+            "Refused calls (5m)",
+            "Share of calls refused without any attempt (open circuit or throttle shedding) over "
+            "the last 5 minutes: load kept off a failing dependency, errors for the caller.",
+            f"{refused}\n/\n{calls}",
+            "percentunit",
+            RED_ABOVE["share"],
+        ),
+        (
+            "Open circuits",
+            "Circuit breakers open right now, across the selected jobs and instances. Any "
+            "non-zero value means calls to a dependency fail fast with CircuitOpenError.",
+            "count(max by (job, instance, retrymw_circuit) "
+            f"({sel('retrymw_circuit_state', state_is('open'), base=CIRCUIT)}) "
+            "== 1) or vector(0)",
+            "none",
+            RED_ABOVE["count"],
+        ),
+        (
+            "Retries denied by budgets (5m)",
+            "Share of the retries calls wanted that a retry budget denied (reasons throttled and "
+            "budget_exhausted) over the last 5 minutes: the semantics of "
+            "RetrymwRetryBudgetExhausted, not a count of single denials.",
+            f"{denied}\n/\n({denied}\n+\n{retried})",
+            "percentunit",
+            thresholds((None, "green"), (0.05, "orange"), (0.25, "red")),
+        ),
+        (
+            "Calls rescued by retries (5m)",
+            "Share of all calls that succeeded only because they were retried (outcome success "
+            "after two or more attempts) over the last 5 minutes: what retries are buying.",
+            f"({rescued(window)})\n/\n{calls}",
+            "percentunit",
+            thresholds((None, "text")),
+        ),
+    ]
+    panels: list[Builder[Any]] = []
+    for title, description, expr, unit, steps in specs:
+        panels.append(
+            stat.Panel()
+            .id(layout.id())
+            .title(title)
+            .description(description)
+            .datasource(DATASOURCE)
+            .grid_pos(layout.place(4, 4))
+            .unit(unit)
+            .decimals(2)
+            .thresholds(steps)
+            .color_mode(common_model.BigValueColorMode.BACKGROUND)
+            .graph_mode(common_model.BigValueGraphMode.NONE)
+            .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+            .with_target(instant(expr, title.split(" (")[0]))
+        )
+    return panels
+
+
+def series(
+    layout: Layout,
+    title: str,
+    description: str,
+    unit: str,
+    targets: list[prom.Dataquery],
+    *,
+    width: int = 12,
+    height: int = 8,
+    stacked: bool = False,
+    max_value: float | None = None,
+) -> timeseries.Panel:
+    """A time series panel."""
+    panel = (
+        timeseries.Panel()
+        .id(layout.id())
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(width, height))
+        .unit(unit)
+        .min(0)
+        .fill_opacity(10)
+        .legend(
+            common.VizLegendOptions()
+            .display_mode(common_model.LegendDisplayMode.LIST)
+            .placement(common_model.LegendPlacement.BOTTOM)
+            .show_legend(True)
+        )
+        .tooltip(common.VizTooltipOptions().mode(common_model.TooltipDisplayMode.MULTI))
+        .targets(targets)  # type: ignore[arg-type]
+    )
+    if stacked:
+        panel = panel.stacking(common.StackingConfig().mode(common_model.StackingMode.NORMAL))
+    if max_value is not None:
+        panel = panel.max(max_value)
+    return panel
+
+
+def latency(metric: str, *matchers: str, quantiles: tuple[float, ...]) -> list[prom.Dataquery]:
+    """One target per quantile, with exemplars (trace ids) for the latency panels."""
+    refs = "ABC"
+    return [
+        query(quantile(q, metric, *matchers), f"p{q * 100:g}", refs[index]).exemplar(True)
+        for index, q in enumerate(quantiles)
+    ]
+
+
+def failing(layout: Layout) -> list[Builder[Any]]:
+    """Is a dependency failing?"""
+    return [
+        layout.row("Is a dependency failing?"),
+        series(
+            layout,
+            "Calls/s by outcome",
+            "Logical calls per second by how they ended: success, failure (not retryable), "
+            "exhausted (attempts ran out), budget_exhausted/throttled (a budget said no), "
+            "circuit_open/shed (refused), deadline_exceeded, cancelled.",
+            "reqps",
+            [query(rate("retrymw_calls_total", by="retrymw_outcome"), "{{retrymw_outcome}}")],
+            stacked=True,
+        ),
+        series(
+            layout,
+            "Failed attempts/s by error type (top 10)",
+            "Attempts that failed, by status code or exception class: what the dependency is "
+            "answering. Refused calls made no attempt and are not here.",
+            "reqps",
+            [
+                query(
+                    "topk(10, "
+                    + rate(
+                        "retrymw_attempts_total",
+                        'retrymw_attempt_outcome!="success"',
+                        by="error_type",
+                    )
+                    + ")",
+                    "{{error_type}}",
+                )
+            ],
+        ),
+    ]
+
+
+def amplifying(layout: Layout) -> list[Builder[Any]]:
+    """Are we amplifying, and what did retries rescue?"""
+    target = "retrymw_target"
+    return [
+        layout.row("Are we amplifying? (admitted calls)"),
+        series(
+            layout,
+            "Amplification by target (attempts per admitted call)",
+            "Attempts per admitted call, per target: 1.00 means no retries, above 1.5 retries "
+            "multiply the load on a dependency that may already be struggling.",
+            "none",
+            [query(amplification(RATE, by=target), "{{retrymw_target}}")],
+            width=8,
+        ),
+        series(
+            layout,
+            "Retry ratio by target (retries per admitted call)",
+            "Retries per admitted call, per target (0.3 = three retries for every ten calls); "
+            "RetrymwHighRetryRatio fires above 20% for 10 minutes.",
+            "percentunit",
+            [query(retry_ratio(RATE, by=target), "{{retrymw_target}}")],
+            width=8,
+        ),
+        series(
+            layout,
+            "Calls rescued by a retry/s, by target",
+            "Calls per second that succeeded after at least one retry (outcome success, two or "
+            "more attempts): the failures callers never saw.",
+            "reqps",
+            [query(rescued(RATE, by=target), "{{retrymw_target}}")],
+            width=8,
+        ),
+        series(
+            layout,
+            "Attempts/s by outcome",
+            "Attempts per second: success, retried (failed and retried) and failed (failed, no "
+            "retry followed). This is the load the dependency receives.",
+            "reqps",
+            [
+                query(
+                    rate("retrymw_attempts_total", by="retrymw_attempt_outcome"),
+                    "{{retrymw_attempt_outcome}}",
+                )
+            ],
+            stacked=True,
+        ),
+        series(
+            layout,
+            "Admitted vs refused calls/s (refusals by reason)",
+            "Calls admitted (at least one attempt) next to calls refused before any attempt, by "
+            "reason: circuit_open (breaker) and shed (adaptive throttle).",
+            "reqps",
+            [
+                query(rate("retrymw_calls_total", ADMITTED), "admitted", "A"),
+                query(
+                    rate("retrymw_calls_total", REFUSED, by="retrymw_outcome"),
+                    "refused: {{retrymw_outcome}}",
+                    "B",
+                ),
+            ],
+        ),
+    ]
+
+
+def slowness(layout: Layout) -> list[Builder[Any]]:
+    """How slow are admitted calls and their attempts?"""
+    return [
+        layout.row("Latency (admitted calls)"),
+        series(
+            layout,
+            "Call latency of admitted calls, backoff included (p50/p95/p99)",
+            "End-to-end duration of admitted calls, every attempt and backoff wait included. "
+            "Refused calls return in microseconds and would drag the quantiles down. Exemplars "
+            "link to the call's trace.",
+            "s",
+            latency("retrymw_call_duration_seconds", ADMITTED, quantiles=(0.5, 0.95, 0.99)),
+        ),
+        series(
+            layout,
+            "Attempt latency (p50/p95/p99)",
+            "Duration of single attempts: what the dependency itself takes. Exemplars link to "
+            "the attempt's trace.",
+            "s",
+            latency("retrymw_attempt_duration_seconds", quantiles=(0.5, 0.95, 0.99)),
+        ),
+        heatmap.Panel()
+        .id(layout.id())
+        .title("Attempt duration distribution")
+        .description(
+            "Heatmap of attempt durations per rate interval: a second band of slow attempts is "
+            "timeouts."
+        )
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(12, 8))
+        .unit("s")
+        .calculate(False)
+        .with_target(
+            query(
+                rate("retrymw_attempt_duration_seconds_bucket", by="le").replace(
+                    "rate(", "increase(", 1
+                ),
+                "{{le}}",
+            ).format(prom_model.PromQueryFormat.HEATMAP)
+        ),
+        bargauge.Panel()
+        .id(layout.id())
+        .title("Attempts per admitted call distribution")
+        .description(
+            "Admitted calls of the selected time range by the number of attempts they made "
+            "(cumulative buckets: le=2 counts calls with one or two attempts)."
+        )
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(12, 8))
+        .unit("short")
+        .orientation(common_model.VizOrientation.HORIZONTAL)
+        .display_mode(common_model.BarGaugeDisplayMode.GRADIENT)
+        .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .with_target(
+            instant(
+                rate("retrymw_call_attempts_bucket", ADMITTED, window="$__range", by="le").replace(
+                    "rate(", "increase(", 1
+                ),
+                "{{le}}",
+            ).format(prom_model.PromQueryFormat.HEATMAP)
+        ),
+    ]
+
+
+def saturation(layout: Layout) -> list[Builder[Any]]:
+    """Is a budget, a throttle or a breaker saturating?"""
+    by = "retrymw_policy, retrymw_target"
+    label = "{{retrymw_policy}} / {{retrymw_target}}"
+    circuit = "retrymw_circuit"
+    return [
+        layout.row("Saturation: budgets, throttles, breakers"),
+        series(
+            layout,
+            "Retry budget: available vs capacity",
+            "Tokens left in each cross-call retry budget next to its current capacity (one "
+            "retry costs one token). Available near 0 while capacity is high: retries are "
+            "being denied.",
+            "short",
+            [
+                query(
+                    f"min by ({by}) ({sel('retrymw_retry_budget_available')})",
+                    f"{label} available",
+                    "A",
+                ),
+                query(
+                    f"min by ({by}) ({sel('retrymw_retry_budget_capacity')})",
+                    f"{label} capacity",
+                    "B",
+                ),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Throttle rejection probability",
+            "Probability that each adaptive throttle sheds the next attempt (0 = the dependency "
+            "accepts enough; the cap is max_reject). Rising: the dependency answers fewer than "
+            "1/k of the requests.",
+            "percentunit",
+            [
+                query(
+                    f"max by ({by}) ({sel('retrymw_throttle_reject_probability')})",
+                    label,
+                )
+            ],
+            width=8,
+            max_value=1,
+        ),
+        series(
+            layout,
+            "Breaker failure rate vs threshold",
+            "Failed share of the attempts in each breaker's sliding window next to the rate "
+            "that opens it: the distance between the two is how close the circuit is to tripping.",
+            "percentunit",
+            [
+                query(
+                    f"max by ({circuit}) ({sel('retrymw_circuit_failure_rate', base=CIRCUIT)})",
+                    "{{retrymw_circuit}} failure rate",
+                    "A",
+                ),
+                query(
+                    f"max by ({circuit}) "
+                    f"({sel('retrymw_circuit_failure_rate_threshold', base=CIRCUIT)})",
+                    "{{retrymw_circuit}} threshold",
+                    "B",
+                ),
+            ],
+            width=8,
+            max_value=1,
+        ),
+        series(
+            layout,
+            "Backoff delay (p50/p95)",
+            "The waits between attempts, server Retry-After hints included.",
+            "s",
+            [
+                query(quantile(0.5, "retrymw_backoff_duration_seconds"), "p50", "A"),
+                query(quantile(0.95, "retrymw_backoff_duration_seconds"), "p95", "B"),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Time spent sleeping (calls in backoff at once)",
+            "Backoff seconds per second, per target: the average number of calls asleep between "
+            "attempts at any moment (each holds its caller, and maybe a connection slot).",
+            "short",
+            [
+                query(
+                    rate("retrymw_backoff_duration_seconds_sum", by="retrymw_target"),
+                    "{{retrymw_target}}",
+                )
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Retries denied/s by reason",
+            "Retryable failures that got no retry, by reason: max_attempts, budget_exhausted and "
+            "throttled (a retry budget), circuit_open, deadline_exceeded, not_idempotent...",
+            "reqps",
+            [
+                query(
+                    rate("retrymw_retries_denied_total", by="retrymw_reason"),
+                    "{{retrymw_reason}}",
+                )
+            ],
+            width=8,
+        ),
+    ]
+
+
+STATE_NAMES = {0: ("closed", "green"), 1: ("half_open", "yellow"), 2: ("open", "red")}
+
+
+def circuits(layout: Layout) -> list[Builder[Any]]:
+    """Is a circuit open?"""
+    mappings: list[model.ValueMapping] = [
+        model.ValueMap(
+            options={
+                str(value): model.ValueMappingResult(text=text, color=color, index=value)
+                for value, (text, color) in STATE_NAMES.items()
+            }
+        )
+    ]
+    state = " or ".join(
+        f"({sel('retrymw_circuit_state', state_is(name), base=CIRCUIT)} == 1) * {value}"
+        for value, (name, _) in STATE_NAMES.items()
+    )
+    return [
+        layout.row("Circuit breakers"),
+        statetimeline.Panel()
+        .id(layout.id())
+        .title("Circuit state")
+        .description(
+            "Each circuit breaker's state over time: closed (green), half_open (yellow, one "
+            "probe), open (red, calls refused). Healthy circuits read closed from the start."
+        )
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(12, 8))
+        .unit("none")
+        .mappings(mappings)
+        .show_value(common_model.VisibilityMode.NEVER)
+        .with_target(query(f"max by (retrymw_circuit) ({state})", "{{retrymw_circuit}}")),
+        series(
+            layout,
+            "Circuit transitions by new state",
+            "Transitions per rate interval, by circuit and the state entered. Every circuit's "
+            "counters exist from creation at 0, so the first trip is counted.",
+            "short",
+            [
+                query(
+                    "sum by (retrymw_circuit, retrymw_circuit_state) (increase("
+                    f"{sel('retrymw_circuit_transitions_total', base=CIRCUIT)}[{RATE}]))",
+                    "{{retrymw_circuit}} → {{retrymw_circuit_state}}",
+                )
+            ],
+        ),
+    ]
+
+
+def drill_down(layout: Layout) -> list[Builder[Any]]:
+    """Which target, and with which policy?"""
+    by = "retrymw_policy, retrymw_target"
+    window = STAT_WINDOW
+    row = layout.row("Per target")
+    columns = [
+        ("calls/s", rate("retrymw_calls_total", window=window, by=by), "reqps"),
+        (
+            "success",
+            f"{rate('retrymw_calls_total', SUCCESS, window=window, by=by)}"
+            f"\n/\n{rate('retrymw_calls_total', window=window, by=by)}",
+            "percentunit",
+        ),
+        ("amplification", amplification(window, by=by), "none"),
+        ("retry ratio", retry_ratio(window, by=by), "percentunit"),
+        ("refused/s", rate("retrymw_calls_total", REFUSED, window=window, by=by), "reqps"),
+        ("rescued/s", rescued(window, by=by), "reqps"),
+        (
+            "p95 latency",
+            "histogram_quantile(0.95, "
+            + rate("retrymw_call_duration_seconds_bucket", ADMITTED, window=window, by=f"{by}, le")
+            + ")",
+            "s",
+        ),
+    ]
+    refs = "ABCDEFG"
+    per_target = (
+        table.Panel()
+        .id(layout.id())
+        .title("Per target (5m)")
+        .description(
+            "One row per policy and target over the last 5 minutes: calls/s, success ratio, "
+            "amplification and retry ratio of admitted calls, refused and rescued calls/s, p95 "
+            "latency of admitted calls. Sort by a column to find the target in trouble."
+        )
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(24, 8))
+        .unit("none")
+        .targets(
+            [
+                instant(expr, name, refs[index]).format(prom_model.PromQueryFormat.TABLE)
+                for index, (name, expr, _) in enumerate(columns)
+            ]
+        )
+        .with_transformation(model.DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": {"Time": True},
+                    "renameByName": {
+                        "retrymw_policy": "policy",
+                        "retrymw_target": "target",
+                        **{f"Value #{refs[i]}": name for i, (name, _, _) in enumerate(columns)},
+                    },
+                },
+            )
+        )
+    )
+    for index, (_, _, unit) in enumerate(columns):
+        per_target = per_target.override_by_name(
+            f"Value #{refs[index]}", [model.DynamicConfigValue(id_val="unit", value=unit)]
+        )
+    info_labels = (
+        "retrymw_policy, retrymw_policy_attempts, retrymw_policy_initial_delay, "
+        "retrymw_policy_max_delay, retrymw_policy_timeout, retrymw_policy_deadline"
+    )
+    policies = (
+        table.Panel()
+        .id(layout.id())
+        .title("Policies")
+        .description(
+            "Each retry policy's configuration as its processes report it (retrymw_policy_info): "
+            "attempts, initial and max delay, per-attempt timeout and deadline."
+        )
+        .datasource(DATASOURCE)
+        .grid_pos(layout.place(24, 6))
+        .unit("none")
+        .with_target(
+            instant(
+                f"max by ({info_labels}) ({sel('retrymw_policy_info', base=POLICY)})",
+                "{{retrymw_policy}}",
+            ).format(prom_model.PromQueryFormat.TABLE)
+        )
+        .with_transformation(
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={"excludeByName": {"Time": True, "Value": True}},
+            )
+        )
+    )
+    return [row, per_target, policies]
+
+
+def variable(name: str, label: str, description: str, match: str) -> builder.QueryVariable:
+    """A multi-value ``label_values()`` variable refreshed on time range change."""
+    definition = f"label_values({match}, {label})"
+    return (
+        builder.QueryVariable(name)
+        .label(name)
+        .description(description)
+        .datasource(DATASOURCE)
+        .query(definition)
+        .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(model.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".+")
+        .current(model.VariableOption(selected=True, text=["All"], value=["$__all"]))
+    )
+
+
+def dashboard() -> dict[str, Any]:
+    """The overview dashboard as Grafana's JSON model."""
+    layout = Layout()
+    layout.next_id = 0
+    overview = (
+        builder.Dashboard("retrymw / Overview")
+        .uid("retrymw-overview")
+        .description(
+            "retrymw: is a dependency failing, are we amplifying, is a circuit open, is a budget "
+            "or throttle saturating, what did retries rescue; admitted and refused calls apart."
+        )
+        .tags(["retrymw", "resilience"])
+        .readonly()
+        .tooltip(model.DashboardCursorSync.CROSSHAIR)
+        .time("now-1h", "now")
+        .timezone("")
+        .refresh("30s")
+        .with_variable(
+            builder.DatasourceVariable("datasource")
+            .label("Data source")
+            .type("prometheus")
+            .description("The Prometheus that scrapes your retrymw clients.")
+        )
+        .with_variable(variable("job", "job", "Prometheus scrape job.", "retrymw_calls_total"))
+        .with_variable(
+            variable("instance", "instance", "Scraped process.", 'retrymw_calls_total{job=~"$job"}')
+        )
+        .with_variable(
+            variable(
+                "policy",
+                "retrymw_policy",
+                "Retry policy name (RetryPolicy.name).",
+                'retrymw_calls_total{job=~"$job", instance=~"$instance"}',
+            )
+        )
+        .with_variable(
+            variable(
+                "target",
+                "retrymw_target",
+                "HTTP host, or the operation name for coroutines.",
+                'retrymw_calls_total{job=~"$job", instance=~"$instance", '
+                'retrymw_policy=~"$policy"}',
+            )
+        )
+        .annotation(
+            builder.AnnotationQuery()
+            .name("Circuit opened")
+            .datasource(DATASOURCE)
+            .enable(True)
+            .hide(False)
+            .icon_color("red")
+            .expr(
+                "sum by (retrymw_circuit) (increase("
+                + sel(
+                    "retrymw_circuit_transitions_total",
+                    'retrymw_circuit_previous_state="closed"',
+                    'retrymw_circuit_state="open"',
+                    base=CIRCUIT,
+                )
+                + f"[{RATE}])) > 0"
+            )
+        )
+    )
+    overview = overview.with_row(layout.row("At a glance (last 5 minutes)"))
+    sections = [stats(layout), failing(layout), amplifying(layout), slowness(layout)]
+    sections += [saturation(layout), circuits(layout), drill_down(layout)]
+    for section in sections:
+        for item in section:
+            if isinstance(item, builder.Row):
+                overview = overview.with_row(item)
+            else:
+                overview = overview.with_panel(item)
+    built = overview.build()
+    built.schema_version = SCHEMA_VERSION
+    data: dict[str, Any] = json.loads(json.dumps(built, cls=JSONEncoder))
+    # The SDK has no `definition` (what Grafana's editor shows for a query variable).
+    for var in data["templating"]["list"]:
+        if var["type"] == "query":
+            var["definition"] = var["query"]
+    # File provisioning cannot fill `${DS_...}` inputs: say explicitly that there are none.
+    return {"__inputs": [], **data}
+
+
+def render() -> str:
+    """The dashboard's JSON text, as committed."""
+    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or with ``--check``, compare) dashboards/retrymw-overview.json."""
+    parser = argparse.ArgumentParser(prog="python -m dashboards.build", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: run python -m dashboards.build", file=sys.stderr)
+            return 1
+        return 0
+    args.output.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
