@@ -102,7 +102,8 @@ class HttpCall(HttpExchange):
     response of a call that fails and turns the engine's give-up errors into the flavour's.
 
     An SDK's retry-count header (``x-stainless-retry-count``, `RETRY_COUNT_HEADER`) is kept
-    true: every attempt sends its real number of earlier attempts (0, 1, 2...).
+    true: every attempt sends its real number of earlier attempts (0, 1, 2...), counted from
+    the value the SDK sent.
 
     Args:
         retrier: the retrier running the call (its clock reads ``Retry-After`` dates).
@@ -133,8 +134,12 @@ class HttpCall(HttpExchange):
         self.request = request
         self.policy = policy
         self.flavour = flavour
-        self._counted = RETRY_COUNT_HEADER in request.headers
-        self._sent = 0
+        # An SDK's count on arrival: its own earlier attempts, which ours are added to.
+        count = request.headers.get(RETRY_COUNT_HEADER)
+        self._counted = (
+            count is not None and count.isascii() and count.isdigit() and len(count) < 6
+        )
+        self._sent = int(count) if self._counted else 0
         # No later than the engine's own start: the deadline left is never overestimated.
         self._started_at = retrier.clock.now()
 
