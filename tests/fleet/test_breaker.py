@@ -113,3 +113,23 @@ def test_exactly_half_open_max_calls_probes_run_fleet_wide(fleets: list[RedisFle
     step(fleets)
     step(fleets)
     assert [b.state for b in circuits] == ["closed"] * MEMBERS
+
+
+def test_a_hung_store_during_half_open_leaves_probes_to_each_process(
+    fleets: list[RedisFleet], redis_server: RedisServer
+) -> None:
+    circuits = breakers(fleets, recovery_timeout="100ms")
+    step(fleets)
+    for breaker in circuits[:4]:
+        trip(breaker)
+    step(fleets)
+    step(fleets)
+    time.sleep(0.15)
+    redis_server.pause()
+    try:
+        # The lease request times out once (probe_timeout), the fleet turns degraded, and the
+        # local breaker admits its own probe; the next member asks nothing of the store.
+        assert circuits[5].allow_request()
+        assert fleets[5].statistics().degraded
+    finally:
+        redis_server.resume()
