@@ -199,6 +199,7 @@ class CircuitBreaker:
         # folded into the window under the lock by the next locked operation: see _fold().
         self._lazy = settings.window_size is not None
         self._pending = LazyCount()
+        self._gate: Callable[[], bool] | None = None
         after_fork_in_child(self)
 
     def _after_fork_in_child(self) -> None:
@@ -248,8 +249,11 @@ class CircuitBreaker:
                 state == "half_open" and len(self._probes) < self._settings.half_open_max_calls
             )
             if state == "half_open" and admitted:
-                self._probes.admit()
-            elif not admitted:
+                # A fleet's gate (retrymw.fleet): a fleet-wide probe lease.
+                admitted = self._gate is None or self._gate()
+                if admitted:
+                    self._probes.admit()
+            if not admitted:
                 self._rejected += 1
         self._emit(events)
         return admitted
@@ -308,6 +312,25 @@ class CircuitBreaker:
         with self._lock:
             if self._state == "half_open":
                 self._probes.finish()
+
+    def gate_probes(self, gate: Callable[[], bool] | None, /) -> None:
+        """Admit a half-open probe only when ``gate()`` is true too (`retrymw.fleet`'s lease)."""
+        self._gate = gate
+
+    def adopt(self, state: CircuitState, /, *, retry_in: float = 0.0) -> None:
+        """Take a shared state (`retrymw.fleet`): ``"open"`` for ``retry_in`` s, or ``"closed"``."""
+        events: list[BreakerStateChanged] = []
+        with self._lock:
+            now = self._clock.now()
+            if state == "open":
+                self._reopen_at = now + retry_in
+                if self._state != "open":
+                    self._trips += 1
+                    events.append(self._move("open", now))
+            elif self._state != "closed":
+                self._streak = 0
+                events.append(self._move("closed", now))
+        self._emit(events)
 
     def retry_in(self) -> float | None:
         """Seconds until the next probe is allowed when open, else ``None``."""
