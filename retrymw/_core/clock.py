@@ -95,7 +95,7 @@ _instant_everywhere = False
 
 
 def replace_default_clock(clock: Clock | None) -> Clock | None:
-    """Make `SystemClock` delegate to ``clock`` (``None`` restores real time); return the old one."""
+    """Make `SystemClock` delegate to ``clock`` (``None``: real time again); return the old one."""
     global _default_clock
     previous = _default_clock
     _default_clock = None if isinstance(clock, SystemClock) else clock

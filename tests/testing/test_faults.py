@@ -225,6 +225,20 @@ def test_the_httpx2_flavour_speaks_httpx2() -> None:
         assert client.get(URL).text == "ok"
 
 
+async def test_the_httpx2_retry_transport_over_httpx2_faults() -> None:
+    """retrymw.httpx2's transport retries what retrymw.testing.httpx2.FaultTransport injects."""
+    from retrymw.httpx2 import AsyncRetryTransport as Httpx2RetryTransport
+
+    clock, recorder = FakeClock(), Recorder()
+    faults = testing_httpx2.FaultTransport(script=["connect_error", 503], clock=clock)
+    transport = Httpx2RetryTransport(
+        faults, policy=RetryPolicy(attempts=3), clock=clock, instruments=(recorder,)
+    )
+    async with httpx2.AsyncClient(transport=transport) as client:
+        assert (await client.get(URL)).status_code == 200
+    recorder.assert_call(attempts=3, outcome="success", delays=[1.0, 2.0])
+
+
 @pytest.mark.parametrize(
     ("build", "field"),
     [

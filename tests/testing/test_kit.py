@@ -196,7 +196,7 @@ def test_loop_clock_refuses_loops_it_cannot_drive() -> None:
         pass
 
     with pytest.raises(TypeError, match="NoSelectorLoop has no selector"):
-        LoopClock().attach(NoSelectorLoop())
+        LoopClock().attach(NoSelectorLoop())  # type: ignore[abstract]
     clock = LoopClock()
     first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:
