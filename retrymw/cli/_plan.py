@@ -199,8 +199,19 @@ def render(plan: Plan) -> str:
     lines.append(f"✗ after attempt {stop.after_attempt:,}: {stop.reason} ({stop.detail})")
     if stop.depends_on_jitter:
         lines.append("  with jitter, shorter draws may leave room for another retry")
+    if plan.policy.retry_budget is not None:
+        lines.append(_resume(plan.policy.retry_budget))
     lines.append(_verdict(plan))
     return "\n".join(lines)
+
+
+def _resume(budget: float) -> str:
+    """What the budget means for a call resumed across restarts (docs/resume.md)."""
+    return (
+        f"With store= and a resume key, the budget expires {human_duration(budget)} after the "
+        "first failure (wall clock):\n"
+        "a call resumed after a restart keeps its attempt count and never retries past it."
+    )
 
 
 def _range(low: float, high: float) -> str:
@@ -249,4 +260,9 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "stop": asdict(plan.stop),
         "max_attempts_run": plan.stop.after_attempt,
         "total_delay": seconds(plan.waits[-1].cumulative if plan.waits else 0.0),
+        # With a store and a resume key (docs/resume.md): the wall-clock expiry of the budget,
+        # counted from the first failure, that a resumed call never retries past.
+        "resume": None
+        if policy.retry_budget is None
+        else {"budget_expires_after_first_failure": seconds(policy.retry_budget)},
     }
