@@ -259,3 +259,52 @@ def retrymw_key(key: str) -> str:
     from retrymw.stores._base import digest
 
     return digest(key)
+
+
+def test_reprs_and_argument_errors_name_what_is_wrong(tmp_path: Path, redis: RedisServer) -> None:
+    """Reprs show no key or credential; bad arguments are ConfigErrors naming the field."""
+    assert repr(resume("secret-job")) == "<resume key=<hidden>>"
+    store = RedisStore(redis.url, namespace="n")
+    assert repr(store) == f"<RedisStore url={redis.url!r} namespace='n'>"
+    store.close()
+    with pytest.raises(StoreError) as refused:  # the server wants no password: refused, redacted
+        RedisStore(redis.url.replace("//", "//user:pw@"))
+    assert "pw" not in str(refused.value)
+    assert "r.db" in repr(SQLiteStore(tmp_path / "r.db"))
+    for make, field in (
+        (lambda: RedisStore(redis.url, namespace=""), "namespace"),
+        (lambda: RedisStore(redis.url, timeout=0), "timeout"),
+        (lambda: SQLiteStore(""), "path"),
+    ):
+        with pytest.raises(ConfigError, match=f"^{field}:"):
+            make()
+
+
+def test_sqlite_purges_expired_rows_as_claims_go_by(tmp_path: Path) -> None:
+    """Every 256th claim sweeps the records past their retention, whatever their key."""
+    store = SQLiteStore(tmp_path / "r.db", retention="1s")
+    store.claim("old", 1000.0, create=True)
+    for _ in range(256):
+        store.claim("new", 2000.0, create=True)
+    store.close()  # reopened on the next operation
+    store.close()
+    with sqlite3.connect(tmp_path / "r.db") as connection:
+        keys = connection.execute("SELECT key FROM retrymw_resume").fetchall()
+    connection.close()
+    assert keys == [("new",)]
+
+
+def test_a_failed_write_is_rolled_back_and_the_store_stays_usable(tmp_path: Path) -> None:
+    """A claim or failure that fails mid-transaction leaves no transaction open."""
+    store = SQLiteStore(tmp_path / "r.db")
+    store.claim("k", 1000.0, create=True)
+    with sqlite3.connect(tmp_path / "r.db") as other:
+        other.execute("CREATE TRIGGER no_more BEFORE UPDATE ON retrymw_resume "
+                      "BEGIN SELECT RAISE(ABORT, 'read-only'); END")  # fmt: skip
+    other.close()
+    with pytest.raises(sqlite3.DatabaseError, match="read-only"):
+        store.claim("k", 1000.0, create=False)
+    with pytest.raises(sqlite3.DatabaseError, match="read-only"):
+        store.add_failure("k", 1000.0, delay=1.0, expires_at=None, next_at=1001.0)
+    store.delete("k")  # no transaction was left open
+    assert store.load("k", 1000.0) is None
