@@ -1,5 +1,8 @@
 """Groups 3 and 4: httpx on `MockTransport`, and httpx against a loopback server.
 
+The same two overheads are measured for httpx2 (`retrymw.httpx2` over a bare httpx2 client),
+the fork the OpenAI and Anthropic SDKs use, in groups of their own next to httpx's.
+
 Every retrying client is configured alike: 3 attempts (httpx-retries ``total=2``), zero backoff,
 retry on 503. retrymw runs with ``instruments=()`` unless the case names an instrument. The
 loopback clients share one connection-pool size (64 keep-alive connections) so that only the
@@ -9,6 +12,7 @@ retry layer differs.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,18 +31,19 @@ LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=64)
 
 
 def _retrymw_transport(
-    inner: Any, *, kind: Kind = "none", budget: bool = True
+    inner: Any, *, kind: Kind = "none", budget: bool = True, flavour: str = "httpx"
 ) -> tuple[Any, Callable[[], None] | None]:
     try:
-        from retrymw.httpx import AsyncRetryTransport  # type: ignore[import-not-found,unused-ignore]
+        face = importlib.import_module(f"retrymw.{flavour}")
     except ImportError as error:
-        raise Unavailable(f"retrymw.httpx not importable ({error})") from None
+        raise Unavailable(f"retrymw.{flavour} not importable ({error})") from None
     from retrymw import RetryPolicy
+
 
     tel = telemetry(kind)
     policy = RetryPolicy(attempts=3, backoff="fixed", initial_delay=0)
     extra: dict[str, Any] = {} if budget else {"budget": None}
-    transport = AsyncRetryTransport(inner, policy=policy, instruments=tel.instruments, **extra)
+    transport = face.AsyncRetryTransport(inner, policy=policy, instruments=tel.instruments, **extra)
     return transport, tel.reset
 
 
@@ -237,4 +242,84 @@ def _loopback_groups(quick: bool) -> list[Group]:
 
 def groups(quick: bool) -> list[Group]:
     """The MockTransport and loopback groups."""
-    return [*_mock_groups(), *_loopback_groups(quick)]
+    return [*_mock_groups(), *_loopback_groups(quick), *_httpx2_groups()]
+
+
+# -- httpx2 -------------------------------------------------------------------------------------
+
+
+def _httpx2_groups() -> list[Group]:
+    """retrymw.httpx2's overhead over a bare httpx2 client, on MockTransport and a loopback."""
+    server = LoopbackServer()
+
+    def library() -> Any:
+        try:
+            return importlib.import_module("httpx2")
+        except ImportError as error:
+            raise Unavailable(f"httpx2 not importable ({error})") from None
+
+    def mock(name: str, layer: str) -> Case:
+        def make() -> Prepared:
+            lib = library()
+            inner = lib.MockTransport(lambda request: lib.Response(200))
+            transport = (
+                _retrymw_transport(inner, flavour="httpx2")[0] if layer == "retrymw" else inner
+            )
+            client = lib.AsyncClient(transport=transport, trust_env=False)
+
+            def check(response: Any) -> None:
+                if response.status_code != 200:
+                    raise AssertionError(f"{name}: status {response.status_code}")
+
+            return Prepared(op=client.get, args=(URL,), check=check, close=client.aclose)
+
+        return Case(name, layer, make, baseline=layer == "bare")
+
+    def loopback(name: str, layer: str) -> Case:
+        def make() -> Prepared:
+            lib = library()
+            limits = lib.Limits(max_connections=64, max_keepalive_connections=64)
+            inner = lib.AsyncHTTPTransport(limits=limits)
+            transport = (
+                _retrymw_transport(inner, flavour="httpx2")[0] if layer == "retrymw" else inner
+            )
+            client = lib.AsyncClient(transport=transport, trust_env=False)
+
+            def check(response: Any) -> None:
+                if response.status_code != 200 or response.content != b"ok":
+                    raise AssertionError(f"{name}: {response.status_code}")
+
+            return Prepared(
+                op=client.get, args=(server.url,), check=check, close=client.aclose, max_n=20_000
+            )
+
+        return Case(name, layer, make, baseline=layer == "bare")
+
+    return [
+        Group(
+            "httpx2-mock-200",
+            "httpx2 on MockTransport, 200",
+            "`AsyncClient.get` on `httpx2.MockTransport` answering 200: retrymw.httpx2 over a "
+            "bare httpx2 client, the same figure as httpx-mock-200 for httpx.",
+            [
+                mock("bare httpx2 AsyncClient", "bare"),
+                mock("retrymw.httpx2 AsyncRetryTransport", "retrymw"),
+            ],
+            per="request",
+        ),
+        Group(
+            "httpx2-loopback-seq",
+            "httpx2 against a loopback server, sequential",
+            "As httpx-loopback-seq, with httpx2 and retrymw.httpx2.",
+            [
+                loopback("bare httpx2 sequential", "bare"),
+                loopback("retrymw.httpx2 sequential", "retrymw"),
+            ],
+            per="request",
+            rate=True,
+            clock="wall",
+            max_repeats=15,
+            setup=server.start,
+            teardown=server.stop,
+        ),
+    ]

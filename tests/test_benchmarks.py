@@ -23,6 +23,8 @@ EXPECTED = {
     "httpx-mock-503": {"bare", "retrymw", "httpx-retries"},
     "httpx-loopback-seq": {"bare", "retrymw", "httpx-retries"},
     "httpx-loopback-concurrent": {"bare", "retrymw", "httpx-retries"},
+    "httpx2-mock-200": {"bare", "retrymw"},
+    "httpx2-loopback-seq": {"bare", "retrymw"},
     "telemetry": {"bare", "retrymw", "prometheus_client", "opentelemetry"},
     "telemetry-failure": {"hand-written", "retrymw"},
     "memory-async": PEERS,
