@@ -436,7 +436,10 @@ class CallRun:
         """A breaker or throttle refused the next attempt: end the call for ``reason``."""
         if self.state.attempt:
             self._deny(reason, self._last_outcome())
-        if self.state.attempt == 0 or (self.adapter is not None and self.result is not None):
+        # Nothing ran in this process (a resumed call counts earlier processes' attempts too),
+        # or the last result was already disposed of.
+        ran_here = self.error is not None or self.result is not None
+        if not ran_here or (self.adapter is not None and self.result is not None):
             # Before any attempt, or after the last result was already disposed of (a closed
             # response must not be returned): the call fails fast with the refusal itself.
             self.result = None

@@ -308,3 +308,16 @@ def test_a_failed_write_is_rolled_back_and_the_store_stays_usable(tmp_path: Path
         store.add_failure("k", 1000.0, delay=1.0, expires_at=None, next_at=1001.0)
     store.delete("k")  # no transaction was left open
     assert store.load("k", 1000.0) is None
+
+
+def test_a_resumed_call_refused_by_an_open_breaker_raises_circuit_open(tmp_path: Path) -> None:
+    """A resumed call whose first attempt here meets an open circuit fails fast, never None."""
+    store = SQLiteStore(tmp_path / "r.db")
+    clock = now_clock()
+    store.claim(retrymw_key("job"), clock.wall(), create=True)
+    breaker = retrymw.CircuitBreaker(name="db", failure_threshold=1, clock=clock)
+    breaker.record_failure()
+    retrier = Retrier(RetryPolicy(), breaker=breaker, store=store, clock=clock, instruments=())
+    with resume("job"), pytest.raises(retrymw.CircuitOpenError):
+        retrier.call_sync(lambda: "never runs")
+    assert len(store) == 0
