@@ -22,6 +22,7 @@ from ._core.errors import ConfigError as ConfigError
 from ._core.errors import LoadShedError as LoadShedError
 from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
 from ._core.errors import RetrymwError as RetrymwError
+from ._core.events import Attached as Attached
 from ._core.events import AttemptFinished as AttemptFinished
 from ._core.events import AttemptStarted as AttemptStarted
 from ._core.events import BreakerStateChanged as BreakerStateChanged
@@ -58,6 +59,7 @@ __all__ = [
     "Accept",
     "AdaptiveThrottle",
     "AdaptiveThrottleStatistics",
+    "Attached",
     "AttemptFinished",
     "AttemptStarted",
     "Backoff",

@@ -140,11 +140,35 @@ class Retrier:
             for protection in (self._breaker, self._budget, self._throttle):
                 if protection is not None:
                     fleet.attach(protection)
+        self._announce()
         self._plain = self._is_plain(self.policy, self._dispatch)
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
         # while none listens, calls use this dispatch without them, and its plain path.
         quiet = self._dispatch.quiet()
         self._quiet = None if quiet is None else (quiet, self._is_plain(self.policy, quiet))
+
+    def _announce(self) -> None:
+        """Announce the policy and protection to the instruments before any call (`Attached`).
+
+        A shared instance is announced now (target ""); a `PerTarget`'s instances now for the
+        targets it already has, and from then on as it creates them, so every series a
+        dashboard needs exists before the first trip.
+        """
+        dispatch, name = self._dispatch, self.policy.name
+        if not dispatch.attached:  # nobody listens: no listener left on a shared PerTarget
+            return
+        dispatch.attach(name, "", self.policy)
+        for protection in (self._breaker, self._budget, self._throttle):
+            if isinstance(protection, PerTarget):
+                # The listener first: a target created meanwhile is announced twice, never
+                # missed (instruments tolerate a repeat).
+                protection.add_creation_listener(_Announcer(dispatch, name))
+                for target in protection:
+                    instance = protection.get(target)
+                    if instance is not None:  # pragma: no branch - evicted meanwhile
+                        dispatch.attach(name, target, instance)
+            elif protection is not None:
+                dispatch.attach(name, "", protection)
 
     def _current(self) -> tuple[Dispatch, bool]:
         """The dispatch for a call starting now, and whether its policy may take the plain path."""
@@ -449,6 +473,30 @@ def _sync_timeout_error(timeout: float) -> ConfigError:
         "(socket or client timeout) or make it async",
         "timeout=None",
     )
+
+
+class _Announcer:
+    """A `PerTarget` creation listener announcing each new instance (`Dispatch.attach`).
+
+    Equal for the same instruments and policy name, so a `PerTarget` shared by many retriers
+    built alike (``config.retrier(name)`` called per request) keeps one, not one per retrier.
+    """
+
+    __slots__ = ("_dispatch", "_key", "_policy")
+
+    def __init__(self, dispatch: Dispatch, policy: str) -> None:
+        self._dispatch = dispatch
+        self._policy = policy
+        self._key = (policy, *(id(instrument) for instrument in dispatch.instruments))
+
+    def __call__(self, target: str, instance: object) -> None:
+        self._dispatch.attach(self._policy, target, instance)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Announcer) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
 
 
 class _BreakerEvents:

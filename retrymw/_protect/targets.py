@@ -138,9 +138,13 @@ class PerTarget(Generic[Protection]):
                 breaker.add_listener(listener)
 
     def add_creation_listener(self, listener: Callable[[str, Any], None]) -> None:
-        """Call ``listener(target, instance)`` for every instance created from now on."""
+        """Call ``listener(target, instance)`` for every instance created from now on.
+
+        A listener equal to one already added is not added again.
+        """
         with self._lock:
-            self._created = (*self._created, listener)
+            if listener not in self._created:
+                self._created = (*self._created, listener)
 
     def statistics(self) -> dict[str, Statistics]:
         """Return each live target's snapshot, by target, least recently used first."""
