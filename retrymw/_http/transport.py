@@ -118,7 +118,7 @@ class TransportCore:
             )
         policy = self.resolver.resolve(extensions.get(POLICY_EXTENSION))
         count = request.headers.get(RETRY_COUNT_HEADER)
-        if count is not None and count.strip() not in ("0", ""):
+        if count is not None and count.isascii() and count.isdigit() and int(count[:6]) > 0:
             self._warn_sdk_retries(count)
             return self.resolver.once(policy)
         return policy

@@ -561,6 +561,67 @@ async def test_retry_after_sets_the_least_delay(
 
 
 @pytest.mark.parametrize(
+    ("method", "status", "verdict", "sends", "reasons"),
+    [
+        pytest.param("GET", 503, "false", 1, ["server_said_no"], id="false-forbids"),
+        pytest.param("GET", 500, "true", 2, [], id="true-allows-a-status-not-listed"),
+        pytest.param("POST", 500, "true", 1, ["not_idempotent"], id="true-keeps-idempotency"),
+        pytest.param("GET", 500, "maybe", 1, [], id="garbage-is-no-verdict"),
+        pytest.param("GET", 200, "true", 1, [], id="true-on-success-is-nothing"),
+    ],
+)
+async def test_x_should_retry(
+    clock: FakeClock,
+    recorder: RecordingInstrument,
+    method: str,
+    status: int,
+    verdict: str,
+    sends: int,
+    reasons: list[str],
+) -> None:
+    """x-should-retry: false forbids a retry, true allows one; idempotency still applies."""
+    script = Script(httpx.Response(status, headers={"x-should-retry": verdict}), 200)
+    async with async_client(script, clock, recorder) as client:
+        await client.request(method, URL)
+    assert len(script.requests) == sends
+    assert denied(recorder) == reasons
+
+
+async def test_the_header_that_set_the_delay_is_reported(
+    clock: FakeClock, recorder: RecordingInstrument
+) -> None:
+    """The longest hint wins, and RetryScheduled names its header."""
+    headers = {"retry-after-ms": "2500", "retry-after": "2"}
+    script = Script(httpx.Response(429, headers=headers), 200)
+    async with async_client(script, clock, recorder, initial_delay=0.1) as client:
+        assert (await client.get(URL)).status_code == 200
+    (scheduled,) = recorder.of_type(RetryScheduled)
+    assert (scheduled.retry_after, scheduled.retry_after_header) == (2.5, "retry-after-ms")
+    assert clock.sleeps == [2.5]
+
+
+def test_sdk_retry_count_is_kept_true_and_sdk_retries_run_once(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """x-stainless-retry-count counts the real attempts; an SDK retry on top is sent once."""
+    counts: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        counts.append(request.headers["x-stainless-retry-count"])  # as it was sent
+        return httpx.Response(503)
+
+    with sync_client(answer, clock) as client:
+        client.get(URL, headers={"x-stainless-retry-count": "0"})
+        with caplog.at_level("WARNING", logger="retrymw"):
+            client.get(URL, headers={"x-stainless-retry-count": "1"})
+            client.get(URL, headers={"x-stainless-retry-count": "2"})
+        client.get(URL, headers={"x-stainless-retry-count": "soon"})
+    assert counts == ["0", "1", "2", "1", "2", "soon", "soon", "soon"]
+    assert [record.levelname for record in caplog.records] == ["WARNING"]
+    assert "max_retries=0" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         pytest.param({"max_delay": 30}, id="over-max-delay"),
