@@ -39,7 +39,6 @@ def _retrymw_transport(
         raise Unavailable(f"retrymw.{flavour} not importable ({error})") from None
     from retrymw import RetryPolicy
 
-
     tel = telemetry(kind)
     policy = RetryPolicy(attempts=3, backoff="fixed", initial_delay=0)
     extra: dict[str, Any] = {} if budget else {"budget": None}

@@ -136,9 +136,7 @@ class HttpCall(HttpExchange):
         self.flavour = flavour
         # An SDK's count on arrival: its own earlier attempts, which ours are added to.
         count = request.headers.get(RETRY_COUNT_HEADER)
-        self._counted = (
-            count is not None and count.isascii() and count.isdigit() and len(count) < 6
-        )
+        self._counted = count is not None and count.isascii() and count.isdigit() and len(count) < 6
         self._sent = int(count) if self._counted else 0
         # No later than the engine's own start: the deadline left is never overestimated.
         self._started_at = retrier.clock.now()
