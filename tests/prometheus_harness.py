@@ -35,6 +35,9 @@ import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 
 from retrymw import CircuitBreaker, Retrier, RetryBudget, RetryPolicy
+from retrymw._core.events import Attached, BreakerStateChanged, CallFinished
+from retrymw._core.instruments import Instrument
+from retrymw._protect.throttle import AdaptiveThrottle
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -260,18 +263,29 @@ class PrometheusError(RuntimeError):
 
 
 class PrometheusServer:
-    """A real ``prometheus`` on 127.0.0.1, scraping ``target`` every second, with ``rule_files``."""
+    """A real ``prometheus`` on 127.0.0.1 scraping ``target``, with ``rule_files``.
 
-    def __init__(self, binary: str, workdir: Path, target: str, rule_files: list[Path]) -> None:
+    It scrapes and evaluates the rules every ``interval``.
+    """
+
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        target: str,
+        rule_files: list[Path],
+        *,
+        interval: str = "1s",
+    ) -> None:
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = {
             "global": {
-                "scrape_interval": "1s",
-                "scrape_timeout": "1s",
-                "evaluation_interval": "1s",
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "evaluation_interval": interval,
             },
             "rule_files": [str(path) for path in rule_files],
             "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [target]}]}],
@@ -422,6 +436,9 @@ class Workload:
                 retry_on=retry_on,
             ),
             budget=RetryBudget(clock=self.clocks["payments"]),
+            throttle=AdaptiveThrottle(
+                name="payments", clock=self.clocks["payments"], rng=Random(seed + 2)
+            ),
             instruments=instruments,
             clock=self.clocks["payments"],
             rng=Random(seed + 1),
@@ -437,7 +454,7 @@ class Workload:
             breaker=CircuitBreaker(
                 name="checkout",
                 failure_threshold=5,
-                failure_rate_threshold=None,
+                failure_rate_threshold=0.9,
                 recovery_timeout="4s",
                 clock=self.clocks["inventory"],
             ),
@@ -450,6 +467,8 @@ class Workload:
                 name="search", attempts=4, initial_delay="200ms", deadline="2s", retry_on=retry_on
             ),
             budget=None,
+            # A throttle, so the rejection-probability panel has a series to draw.
+            throttle=AdaptiveThrottle(name="search", clock=self.clocks["search"], rng=Random(seed)),
             instruments=instruments,
             clock=self.clocks["search"],
         )
@@ -465,6 +484,10 @@ class Workload:
             instruments=instruments,
             clock=self.clocks["reports"],
         )
+        # Announce every policy and protection, as a Retrier does (Instrument.attached): each
+        # series exists from creation, the first trip included. Announcing twice is harmless.
+        for retrier in (self.payments, self.inventory, self.search, self.reports):
+            announce(instruments[0], retrier)
         self.calls = 0
         self.tracer: Any = None
         try:
@@ -549,6 +572,218 @@ class Workload:
         return started, time.time()
 
 
+def announce(instrument: Instrument, retrier: Retrier) -> None:
+    """Announce a Retrier's policy and shared protections to ``instrument`` (`Attached`)."""
+    name = retrier.policy.name
+    for subject in (retrier.policy, retrier.breaker, retrier.budget, retrier.throttle):
+        if subject is not None:
+            instrument.attached(Attached(name, "", subject))
+
+
+# -- incidents on a compressed clock --------------------------------------------------------------
+#
+# Alerts judge minutes (5m windows, `for: 10m`); a test has seconds. As with the storyline, the
+# process runs on virtual time that the harness paces against real time, here `SCALE` virtual
+# seconds per real second, and Prometheus loads a copy of the rules on the same clock: every
+# range and every `for:` divided by `SCALE`, every rate() divided by `SCALE` again (so absolute
+# thresholds such as "> 0.1 calls/s" still mean per virtual second). Shares, ratios and holds are
+# unchanged, which is what the alerts' semantics are made of. The dashboards are queried with
+# the same scaled windows.
+
+#: Virtual seconds per real second.
+SCALE = 60
+#: Scrape and rule evaluation interval: 15 virtual seconds.
+SCALED_INTERVAL = "250ms"
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def scaled_duration(text: str, scale: float = SCALE) -> str:
+    """A Prometheus duration divided by ``scale``, in milliseconds (``5m`` → ``5000ms``)."""
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(text))
+    return f"{round(seconds * 1000 / scale)}ms"
+
+
+def scaled_expr(expr: str, scale: float = SCALE) -> str:
+    """``expr`` on the compressed clock: ranges divided by ``scale``, rate() values too."""
+    text = re.sub(r"\[(\d+[smhdw])\]", lambda m: f"[{scaled_duration(m[1], scale)}]", expr)
+    blank = _blank_strings(text)
+    # Wrap each rate()/irate() (not increase(): a count over a window is the same count).
+    for found in reversed(list(re.finditer(r"\b(?:rate|irate)\s*\(", blank))):
+        depth = 0
+        for index in range(found.end() - 1, len(blank)):
+            depth += {"(": 1, ")": -1}.get(blank[index], 0)
+            if depth == 0:
+                break
+        text = (
+            f"{text[: found.start()]}({text[found.start() : index + 1]} / {scale:g})"
+            f"{text[index + 1 :]}"
+        )
+    return text
+
+
+def scaled_rules(rules: dict[str, Any], scale: float = SCALE) -> dict[str, Any]:
+    """The rules file on the compressed clock (see the section comment)."""
+    groups = []
+    for group in rules["groups"]:
+        scaled = []
+        for rule in group["rules"]:
+            copy = dict(rule, expr=scaled_expr(rule["expr"], scale))
+            if "for" in copy:
+                copy["for"] = scaled_duration(copy["for"], scale)
+            scaled.append(copy)
+        groups.append(dict(group, rules=scaled))
+    return dict(rules, groups=groups)
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One dependency's trouble, in virtual seconds: failure probability at time ``t``."""
+
+    name: str
+    description: str
+    failure: Callable[[float], float]
+
+    @property
+    def target(self) -> str:
+        """The dependency's target label (the policy and circuit are named ``name``)."""
+        return f"{self.name}.internal"
+
+
+#: Virtual length of the incident run: 18 minutes.
+INCIDENT_SECONDS = 18 * 60.0
+INCIDENTS = (
+    Incident(
+        "periodic",
+        "a brief periodic outage: down 5 s at the start of every minute",
+        lambda t: 1.0 if t % 60.0 < 5.0 else 0.01,
+    ),
+    Incident(
+        "outage",
+        "a long outage: healthy 2 min, down 10 min, then recovered",
+        lambda t: 1.0 if 120.0 <= t < 720.0 else 0.01,
+    ),
+    Incident(
+        "brownout",
+        "a brownout: healthy 2 min, then 25% of the attempts fail",
+        lambda t: 0.25 if t >= 120.0 else 0.01,
+    ),
+)
+
+
+class Tally(Instrument):
+    """The process's own count, beside the metrics: calls by outcome, attempts, circuit trips."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[tuple[str, str], int] = {}
+        self.attempts: dict[str, int] = {}
+        self.trips: dict[str, int] = {}
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        """Count the call and its attempts."""
+        key = (event.target, event.outcome)
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+        self.attempts[event.target] = self.attempts.get(event.target, 0) + event.attempts
+
+    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """Count closed → open trips."""
+        if (event.previous_state, event.state) == ("closed", "open"):
+            self.trips[event.circuit] = self.trips.get(event.circuit, 0) + 1
+
+    def admitted(self, target: str) -> int:
+        """Calls of ``target`` that were not refused before any attempt."""
+        return sum(
+            count
+            for (where, outcome), count in self.outcomes.items()
+            if where == target and outcome not in ("circuit_open", "shed")
+        )
+
+    def amplification(self, target: str) -> float:
+        """Attempts per admitted call of ``target``."""
+        return self.attempts.get(target, 0) / self.admitted(target)
+
+
+class IncidentWorkload:
+    """Three dependencies in trouble at once, each behind its own policy, breaker, budget and
+    throttle: a brief periodic outage, a long outage and a brownout (`INCIDENTS`).
+
+    Every virtual second each makes ``rate`` calls; `run` paces virtual time at `SCALE` per real
+    second. `Tally` keeps the process's own count to compare the dashboard with.
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, seed: int = 17, rate: int = 4) -> None:
+        self.rng = Random(seed)
+        self.rate = rate
+        self.tally = Tally()
+        instrument = PrometheusInstrument(registry=registry)
+        self.clocks = {incident.name: FakeClock() for incident in INCIDENTS}
+        self.retriers: dict[str, Retrier] = {}
+        for index, incident in enumerate(INCIDENTS):
+            clock = self.clocks[incident.name]
+            self.retriers[incident.name] = retrier = Retrier(
+                RetryPolicy(
+                    name=incident.name,
+                    attempts=3,
+                    initial_delay="200ms",
+                    max_delay="2s",
+                    jitter="full",
+                    retry_on=list(RETRYABLE),
+                ),
+                breaker=CircuitBreaker(
+                    name=incident.name,
+                    # 8 failures in a row: an outage trips it in a second, a 25% brownout
+                    # (0.25**8 per attempt) practically never. The rate rule gives the
+                    # failure-rate panel its threshold.
+                    failure_threshold=8,
+                    failure_rate_threshold=0.6,
+                    window=50,
+                    minimum_calls=20,
+                    recovery_timeout="10s",
+                    clock=clock,
+                ),
+                budget=RetryBudget(ratio=0.5, min_capacity=100, clock=clock),
+                throttle=AdaptiveThrottle(
+                    name=incident.name, clock=clock, rng=Random(seed + index)
+                ),
+                instruments=(instrument, self.tally),
+                clock=clock,
+                rng=Random(seed + 10 + index),
+            )
+            announce(instrument, retrier)
+        self.time = 0.0
+
+    def _attempt(self, incident: Incident) -> Callable[[], str]:
+        clock, rng = self.clocks[incident.name], self.rng
+
+        def attempt() -> str:
+            failing = rng.random() < incident.failure(clock.now())
+            clock.advance(rng.lognormvariate(-3.9, 0.4) / (4 if failing else 1))  # ~20 ms
+            if failing:
+                raise ServiceUnavailable("503 Service Unavailable")
+            return "ok"
+
+        return attempt
+
+    def step(self) -> None:
+        """One virtual second: ``rate`` calls per dependency, then every clock catches up."""
+        self.time += 1.0
+        for incident in INCIDENTS:
+            retrier, attempt = self.retriers[incident.name], self._attempt(incident)
+            for _ in range(self.rate):
+                with suppress(Exception):  # failures are the point: the metrics record them
+                    retrier.execute_sync(attempt, operation="GET", target=incident.target)
+        for clock in self.clocks.values():
+            clock.advance(max(0.0, self.time - clock.now()))
+
+    def run(self, seconds: float = INCIDENT_SECONDS) -> tuple[float, float]:
+        """Play ``seconds`` virtual seconds at `SCALE` per real second; return real (start, end)."""
+        started = time.time()
+        for index in range(round(seconds)):
+            self.step()
+            time.sleep(max(0.0, started + (index + 1) / SCALE - time.time()))
+        return started, time.time()
+
+
 # -- everything together --------------------------------------------------------------------------
 
 
@@ -605,3 +840,57 @@ def _scraped(prometheus: PrometheusServer, calls: float) -> bool:
 
 def _up(prometheus: PrometheusServer) -> bool:
     return bool(prometheus.query(f'up{{job="{JOB}"}} == 1'))
+
+
+@dataclass
+class IncidentStack:
+    """A Prometheus that scraped a whole `IncidentWorkload` run and evaluated the scaled rules."""
+
+    prometheus: PrometheusServer
+    endpoint: MetricsEndpoint
+    workload: IncidentWorkload
+    start: float
+    end: float
+
+    def fired(self) -> set[tuple[str, str]]:
+        """(alert name, policy or circuit) of every alert that was firing at any time."""
+        result = self.prometheus.query(
+            f'max_over_time(ALERTS{{alertstate="firing"}}[{round(self.end - self.start) + 60}s])'
+        )
+        return {
+            (
+                r["metric"]["alertname"],
+                r["metric"].get(names.LABEL_POLICY) or r["metric"][names.LABEL_CIRCUIT],
+            )
+            for r in result
+        }
+
+
+@contextmanager
+def incident_stack(binary: str, workdir: Path) -> Iterator[IncidentStack]:
+    """Start the endpoint and Prometheus (scaled rules), play the incidents, wait for the end."""
+    with ExitStack() as stack:
+        endpoint = MetricsEndpoint()
+        stack.callback(endpoint.close)
+        rules = workdir / "retrymw.scaled.rules.yml"
+        rules.write_text(yaml.safe_dump(scaled_rules(load_rules()), sort_keys=False), "utf-8")
+        prometheus = PrometheusServer(
+            binary, workdir, endpoint.address, [rules], interval=SCALED_INTERVAL
+        )
+        stack.callback(prometheus.stop)
+        prometheus.start()
+        workload = IncidentWorkload(endpoint.registry)
+        # Scraped once before the first call: every announced series is seen at its start value.
+        prometheus.wait_until(
+            functools.partial(_up, prometheus), "the first scrape of the endpoint", timeout=30.0
+        )
+        start, end = workload.run()
+        calls = sum(workload.tally.outcomes.values())
+        prometheus.wait_until(
+            functools.partial(_scraped, prometheus, calls),
+            f"a scrape with all {calls} calls",
+            timeout=20.0,
+        )
+        # One more evaluation round, so the rules saw the final scrape.
+        time.sleep(1.0)
+        yield IncidentStack(prometheus, endpoint, workload, start, end)

@@ -738,8 +738,10 @@ def test_every_scenario_reached_prometheus(live):
     entered = positive(f"sum by ({names.LABEL_CIRCUIT_STATE}) (retrymw_circuit_transitions_total)")
     assert entered == {"closed", "open", "half_open"}
     assert prometheus.value("min(min_over_time(retrymw_retry_budget_available[5m]))") < 1
+    # Admitted calls only: the throttle's shed calls and the breaker's refusals made no attempt.
     amplification = prometheus.value(
-        "sum(increase(retrymw_attempts_total[5m])) / sum(increase(retrymw_calls_total[5m]))"
+        "sum(increase(retrymw_attempts_total[5m])) / sum(increase(retrymw_calls_total"
+        '{retrymw_outcome!~"circuit_open|shed"}[5m]))'
     )
     assert 1.0 < amplification < 1.5
 
@@ -766,3 +768,122 @@ def test_preview_is_a_png():
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert width >= 1200
     assert height >= 600
+
+
+# -- incidents: a brief periodic outage, a long outage, a brownout ---------------------------------
+
+#: What each incident must fire; every other alert must stay silent for it. The slow burn needs
+#: an hour of burning (`for: 1h`) and the run lasts 18 (virtual) minutes: silent everywhere.
+EXPECTED_ALERTS = {
+    # Down 5 s a minute: callers see ~18% errors (failures, then refusals while the breaker
+    # waits out recovery_timeout): page. The breaker flaps and the budget denies a large share
+    # of the few retries wanted. Open 10-15 s a minute is NOT an open circuit.
+    "periodic": {
+        "RetrymwCallsFailingAfterRetries",
+        "RetrymwErrorBudgetBurnFast",
+        "RetrymwCircuitFlapping",
+        "RetrymwRetryBudgetExhausted",
+    },
+    # Down 10 minutes: open circuit and failing calls; one trip, its half_open -> open re-trips
+    # are not flapping; the breaker keeps retries (and so budget denials) away.
+    "outage": {
+        "RetrymwCallsFailingAfterRetries",
+        "RetrymwErrorBudgetBurnFast",
+        "RetrymwCircuitOpen",
+    },
+    # 25% of attempts fail: retries hide it (1.6% of calls fail), the retry ratio warns.
+    "brownout": {"RetrymwHighRetryRatio"},
+}
+
+
+@pytest.fixture(scope="module")
+def incidents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.IncidentStack]:
+    """A real Prometheus (time-scaled rules) that scraped the three incidents, 18 s."""
+    binary = require_binary("prometheus")
+    with harness.incident_stack(binary, tmp_path_factory.mktemp("incidents")) as stack:
+        yield stack
+
+
+INCIDENT_PARAMS = pytest.mark.parametrize(
+    "incident", [pytest.param(i, id=i.name) for i in harness.INCIDENTS]
+)
+
+
+def _incident_values(live: harness.IncidentStack, incident: harness.Incident) -> dict[str, str]:
+    """Grafana's variables for one incident, windows on the compressed clock."""
+    run = f"{round(live.end - live.start) + 5}s"
+    return {
+        "job": harness.JOB,
+        "instance": live.endpoint.address,
+        "policy": incident.name,
+        "target": incident.target,
+        "__rate_interval": harness.scaled_duration("1m"),
+        "__range": run,
+        "__interval": harness.SCALED_INTERVAL,
+    }
+
+
+@pytest.mark.prometheus_server
+@INCIDENT_PARAMS
+def test_each_incident_fires_exactly_its_alerts(incidents, incident: harness.Incident):
+    """Per incident: the alerts that must fire do, every other one stays silent."""
+    fired = {alert for alert, owner in incidents.fired() if owner == incident.name}
+    assert fired == EXPECTED_ALERTS[incident.name], incident.description
+
+
+@pytest.mark.prometheus_server
+@INCIDENT_PARAMS
+def test_every_panel_returns_data_in_each_incident(incidents, incident: harness.Incident):
+    """Every panel and annotation, filtered to the incident, has data over the run."""
+    values = _incident_values(incidents, incident)
+    run = values["__range"]
+    empty = []
+    for query in QUERIES:
+        expr = harness.substitute(query.expr.replace(f"[{STAT_WINDOW}]", f"[{run}]"), values)
+        if "Circuit opened" in query.where and incident.name == "brownout":
+            continue  # the brownout never trips its breaker: no annotation is the truth
+        # At the scrape interval, as Grafana's $__interval would be on this clock.
+        result = incidents.prometheus.query_range(
+            expr, incidents.start, incidents.end + 2, step=0.25
+        )
+        if not any(math.isfinite(float(v)) for r in result for _, v in r["values"]):
+            empty.append(query.where)
+    assert empty == []
+
+
+@pytest.mark.prometheus_server
+@INCIDENT_PARAMS
+def test_admitted_amplification_matches_the_process_count(incidents, incident: harness.Incident):
+    """The stat's admitted-call amplification over the run is the process's own within 2%."""
+    values = _incident_values(incidents, incident)
+    (panel,) = [p for p in harness.panels(DASHBOARD) if p["title"].startswith("Amplification, ")]
+    expr = harness.substitute(
+        panel["targets"][0]["expr"].replace(f"[{STAT_WINDOW}]", f"[{values['__range']}]"), values
+    )
+    dashboard = incidents.prometheus.value(expr)
+    own = incidents.workload.tally.amplification(incident.target)
+    assert own > 1.0
+    assert dashboard == pytest.approx(own, rel=0.02)
+
+
+@pytest.mark.prometheus_server
+@INCIDENT_PARAMS
+def test_the_first_trip_is_counted(incidents, incident: harness.Incident):
+    """Trip counters exist at 0 before the first trip, so increase() counts every trip."""
+    run = f"[{round(incidents.end - incidents.start) + 5}s]"
+    selector = (
+        f'retrymw_circuit_transitions_total{{retrymw_circuit="{incident.name}", '
+        'retrymw_circuit_previous_state="closed", retrymw_circuit_state="open"}'
+    )
+    trips = incidents.workload.tally.trips.get(incident.name, 0)
+    assert incidents.prometheus.value(f"min_over_time({selector}{run})") == 0
+    assert incidents.prometheus.value(f"max_over_time({selector}{run})") == trips
+    counted = incidents.prometheus.value(f"round(increase({selector}{run}))")
+    assert counted == trips
+    if trips:  # the dashboard's annotation marks the first trip
+        (annotation,) = [q for q in QUERIES if "Circuit opened" in q.where]
+        expr = harness.substitute(annotation.expr, _incident_values(incidents, incident))
+        marks = incidents.prometheus.query_range(
+            expr, incidents.start, incidents.end + 2, step=0.25
+        )
+        assert any(r["metric"][names.LABEL_CIRCUIT] == incident.name for r in marks)
