@@ -1,16 +1,19 @@
-"""Render dashboards/preview.png: the overview's key panels, from a real Prometheus.
+"""Render dashboards/preview.png: every panel of the overview, from a real Prometheus.
 
-Plays the test harness's storyline (healthy → brownout → outage → recovery) against a real
-``prometheus`` on 127.0.0.1, runs the dashboard's own panel queries with ``query_range``, and
-draws them with matplotlib (install it with ``pip install matplotlib``)::
+Plays the end-to-end test's incidents (a brief periodic outage, a long outage and a brownout, 18
+virtual minutes at 60 virtual seconds per real second) against a real ``prometheus`` on
+127.0.0.1, runs each panel's own queries (windows and rates on the same compressed clock as the
+test's rules) and draws every panel where the dashboard puts it, with matplotlib (the
+``preview`` dependency group)::
 
     .venv/bin/python -m dashboards.render_preview            # writes dashboards/preview.png
-    .venv/bin/python -m dashboards.render_preview --seconds 30 --output /tmp/preview.png
+    .venv/bin/python -m dashboards.render_preview --output /tmp/preview.png
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shutil
 import sys
@@ -20,32 +23,20 @@ from typing import Any
 
 from tests import prometheus_harness as harness
 
-#: The panels drawn, by dashboard title, in reading order (two rows of three).
-PANELS = (
-    "Amplification (attempts per call)",
-    "Calls/s by outcome",
-    "Retries denied/s by reason",
-    "Call success ratio",
-    "Retry budget available",
-    "Circuit state",
-)
-COLORS = {
-    "success": "#73bf69",
-    "retried": "#fade2a",
-    "failed": "#f2495c",
-    "exhausted": "#ff9830",
-    "throttled": "#b877d9",
-    "budget_exhausted": "#fade2a",
-    "circuit_open": "#f2495c",
-    "deadline_exceeded": "#8f3bb8",
-    "failure": "#8e8e8e",
-    "cancelled": "#5794f2",
-    "max_attempts": "#ff9830",
-}
-STATE_COLORS = {0: "#73bf69", 1: "#fade2a", 2: "#f2495c"}
-STATE_NAMES = {0: "closed", 1: "half_open", 2: "open"}
-PHASE_SHADES = {"healthy": 0.0, "brownout": 0.05, "outage": 0.11, "recovery": 0.0}
 BACKGROUND, PANEL, TEXT, GRID = "#111217", "#181b1f", "#ccccdc", "#2c3235"
+PALETTE = ("#73bf69", "#f2cc0c", "#8ab8ff", "#ff780a", "#f2495c", "#5794f2", "#b877d9", "#705da0")
+STATE_COLORS = {0: "#73bf69", 1: "#fade2a", 2: "#f2495c"}
+#: Grafana's variables on the compressed clock (the harness scales ranges and rates).
+VARIABLES = {
+    "job": ".+",
+    "instance": ".+",
+    "policy": ".+",
+    "target": ".+",
+    "__rate_interval": "1m",
+    "__interval": "15s",
+    "__range": f"{round(harness.INCIDENT_SECONDS)}s",
+}
+Series = list[tuple[str, list[float], list[float]]]
 
 
 def legend(template: str, labels: dict[str, str]) -> str:
@@ -54,33 +45,44 @@ def legend(template: str, labels: dict[str, str]) -> str:
     return text if text and text != "__auto" else ",".join(labels.values()) or "value"
 
 
-def fetch(
-    live: harness.LiveStack, step: float
-) -> dict[str, list[tuple[str, list[float], list[float]]]]:
-    """Each panel's series as (legend, seconds since start, values), from query_range."""
-    by_title = {panel["title"]: panel for panel in harness.panels(harness.load_dashboard())}
-    values = {"__rate_interval": "5s", "__range": "5m", "__interval": f"{step:g}s"}
-    values |= {"job": ".+", "instance": ".+", "policy": ".+", "target": ".+"}
-    start, end = live.start, live.end + 2 * step
-    panels: dict[str, list[tuple[str, list[float], list[float]]]] = {}
-    for title in PANELS:
-        series = []
-        for target in by_title[title]["targets"]:
-            expr = harness.substitute(target["expr"], values)
-            for result in live.prometheus.query_range(expr, start, end, step):
-                xs = [float(t) - live.start for t, _ in result["values"]]
-                ys = [float(v) for _, v in result["values"]]
-                series.append((legend(target.get("legendFormat", ""), result["metric"]), xs, ys))
-        panels[title] = sorted(series)
-    return panels
+def expression(expr: str) -> str:
+    """A panel expression with the variables filled in, on the incidents' compressed clock."""
+    return harness.scaled_expr(harness.substitute(expr, VARIABLES))
 
 
-def render(
-    panels: dict[str, list[tuple[str, list[float], list[float]]]],
-    duration: float,
-    output: Path,
-) -> None:
-    """Draw the panels in a Grafana-like dark theme and save a PNG."""
+def fetch(live: harness.IncidentStack, panel: dict[str, Any]) -> Series:
+    """A panel's series as (legend, virtual minutes since start, values)."""
+    found: Series = []
+    for target in panel["targets"]:
+        expr = expression(target["expr"])
+        template = target.get("legendFormat", "")
+        if target.get("instant"):
+            for result in live.prometheus.query(expr):
+                name = legend(template, result["metric"])
+                found.append((name, [], [float(result["value"][1])]))
+            continue
+        for result in live.prometheus.query_range(expr, live.start, live.end + 1, 0.25):
+            # Real seconds since the start are virtual minutes (60 virtual s per real s).
+            xs = [float(t) - live.start for t, _ in result["values"]]
+            ys = [float(v) for _, v in result["values"]]
+            found.append((legend(template, result["metric"]), xs, ys))
+    return sorted(found)
+
+
+def _format(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    if unit == "percentunit":
+        return f"{value:.1%}"
+    if unit == "reqps":
+        return f"{value:.2f}/s"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value:.2f}"
+
+
+def render(dashboard: dict[str, Any], data: dict[int, Series], output: Path) -> None:
+    """Draw every panel at its grid position, in a Grafana-like dark theme, and save a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +90,7 @@ def render(
 
     plt.rcParams.update(
         {
-            "font.size": 10,
+            "font.size": 8,
             "text.color": TEXT,
             "axes.labelcolor": TEXT,
             "xtick.color": TEXT,
@@ -96,109 +98,104 @@ def render(
             "axes.edgecolor": GRID,
         }
     )
-    figure, grid = plt.subplots(2, 3, figsize=(16, 8.6), dpi=100, facecolor=BACKGROUND)
+    items = harness.panels(dashboard, rows=True)
+    bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in items)
+    unit_height = 0.42  # inches per grid row
+    figure = plt.figure(figsize=(20, bottom * unit_height + 0.8), dpi=80, facecolor=BACKGROUND)
     figure.suptitle(
-        "retrymw / Overview: healthy → brownout → outage → recovery "
-        "(live Prometheus data; x axis in seconds)",
+        "retrymw / Overview: brief periodic outage · long outage (2-12 min) · brownout "
+        "(25% from 2 min); live Prometheus data, x axis in minutes",
         color=TEXT,
         fontsize=14,
         x=0.01,
         ha="left",
     )
-    for axes, title in zip(grid.flat, PANELS, strict=True):
+    top = 1 - 0.8 / (bottom * unit_height + 0.8)
+    for panel in items:
+        pos = panel["gridPos"]
+        left, width = pos["x"] / 24, pos["w"] / 24
+        height = pos["h"] / bottom * top
+        y = top - (pos["y"] + pos["h"]) / bottom * top
+        if panel["type"] == "row":
+            figure.text(left + 0.003, y + height / 2, panel["title"], fontsize=12, va="center")
+            continue
+        axes = figure.add_axes((left + 0.006, y + 0.012, width - 0.012, height - 0.03))
         axes.set_facecolor(PANEL)
-        axes.set_title(title, loc="left", color=TEXT, fontsize=11)
-        axes.grid(color=GRID, linewidth=0.6)
-        axes.set_xlim(0, duration)
-        _phases(axes, duration)
-        series = panels[title]
-        if title == "Circuit state":
-            _state_timeline(axes, series)
-        elif title in ("Calls/s by outcome", "Retries denied/s by reason"):
-            _stacked(axes, series)
-        else:
-            for name, xs, ys in series:
-                axes.plot(xs, ys, linewidth=1.6, label=name, color=COLORS.get(name))
-        if title == "Amplification (attempts per call)":
-            # Below 1 while the circuit is open: short-circuited calls make no attempt at all.
-            axes.axhline(1.0, color="#8e8e8e", linewidth=0.8, linestyle="--")
-        if title == "Call success ratio":
-            axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-        axes.set_axisbelow(True)
-        if series:
-            axes.legend(
-                fontsize=8,
-                frameon=False,
-                labelcolor=TEXT,
-                loc="upper center",
-                bbox_to_anchor=(0.5, -0.09),
-                ncol=3,
-            )
-    figure.tight_layout(rect=(0, 0, 1, 0.95), h_pad=2.5)
+        axes.set_title(panel["title"], loc="left", color=TEXT, fontsize=9)
+        _draw(axes, panel, data[panel["id"]])
     figure.savefig(output, facecolor=BACKGROUND)
     plt.close(figure)
 
 
-def _phases(axes: Any, duration: float) -> None:
-    for phase in harness.STORY:
-        left = phase.start / harness.STORY_SECONDS * duration
-        right = phase.end / harness.STORY_SECONDS * duration
-        shade = PHASE_SHADES[phase.name]
-        if shade:
-            axes.axvspan(left, right, color="#f2495c", alpha=shade, linewidth=0)
-        axes.text(
-            (left + right) / 2,
-            0.97,
-            phase.name,
-            transform=axes.get_xaxis_transform(),
-            ha="center",
-            va="top",
-            zorder=10,
-            fontsize=7,
-            color="#8e8e8e",
-        )
-
-
-def _stacked(axes: Any, series: list[tuple[str, list[float], list[float]]]) -> None:
-    shown = [(name, xs, ys) for name, xs, ys in series if max(ys, default=0.0) > 0.0]
-    if not shown:
+def _draw(axes: Any, panel: dict[str, Any], series: Series) -> None:
+    unit = panel["fieldConfig"]["defaults"].get("unit", "none")
+    kind = panel["type"]
+    if kind == "stat":
+        value = series[0][2][-1] if series else math.nan
+        axes.text(0.5, 0.45, _format(value, unit), ha="center", va="center", fontsize=22)
+        axes.set_axis_off()
         return
-    # Series share one step grid but may start late: align them on the union of timestamps.
-    times = sorted({x for _, xs, _ in shown for x in xs})
-    stacks = [[dict(zip(xs, ys, strict=True)).get(t, 0.0) for t in times] for _, xs, ys in shown]
-    colors = [COLORS.get(name, "#5794f2") for name, _, _ in shown]
-    labels = [name for name, _, _ in shown]
-    axes.stackplot(times, *stacks, labels=labels, colors=colors, alpha=0.85, linewidth=0)
+    if kind == "table":
+        _table(axes, series, unit)
+        return
+    if kind == "bargauge":
+        names = [name for name, _, _ in series]
+        values = [ys[-1] if ys else 0.0 for _, _, ys in series]
+        axes.barh(names, values, color="#5794f2")
+        axes.tick_params(labelsize=7)
+        return
+    axes.grid(color=GRID, linewidth=0.5)
+    axes.set_axisbelow(True)
+    if kind == "state-timeline":
+        for row, (name, xs, ys) in enumerate(series):
+            for x, value in zip(xs, ys, strict=True):
+                color = STATE_COLORS.get(int(value), GRID)
+                axes.broken_barh([(x, 0.25)], (row + 0.1, 0.8), color=color)
+            axes.text(0.1, row + 0.5, name, va="center", fontsize=8, color=BACKGROUND)
+        axes.set_yticks([])
+        return
+    for index, (name, xs, ys) in enumerate(series[:12]):
+        axes.plot(xs, ys, linewidth=1.2, label=name, color=PALETTE[index % len(PALETTE)])
+    if unit == "percentunit":
+        import matplotlib.ticker
+
+        axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    if series and kind != "heatmap":
+        axes.legend(fontsize=6, frameon=False, labelcolor=TEXT, loc="upper left", ncol=3)
 
 
-def _state_timeline(axes: Any, series: list[tuple[str, list[float], list[float]]]) -> None:
-    for row, (name, xs, ys) in enumerate(series):
-        for x, y in zip(xs, ys, strict=True):
-            axes.broken_barh([(x - 0.5, 1.0)], (row + 0.1, 0.8), color=STATE_COLORS[int(y)])
-        axes.text(0.5, row + 0.5, name, va="center", fontsize=9, color=TEXT)
-    axes.set_yticks([])
-    axes.set_ylim(0, max(1, len(series)))
-    for state, label in STATE_NAMES.items():
-        axes.bar(0, 0, color=STATE_COLORS[state], label=label)
+def _table(axes: Any, series: Series, unit: str) -> None:
+    axes.set_axis_off()
+    rows: dict[str, list[str]] = {}
+    for name, _, ys in series:
+        rows.setdefault(name, []).append(_format(ys[-1], unit if unit != "none" else "none"))
+    lines = [
+        f"{name:<40} " + "  ".join(f"{v:>10}" for v in values) for name, values in rows.items()
+    ]
+    axes.text(0.01, 0.95, "\n".join(lines[:10]), va="top", family="monospace", fontsize=8)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Play the storyline, query Prometheus and write the PNG."""
+    """Play the incidents, query Prometheus for every panel and write the PNG."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=harness.ROOT / "dashboards/preview.png")
-    parser.add_argument("--seconds", type=float, default=60.0, help="real time of the storyline")
     args = parser.parse_args(argv)
     binary = shutil.which("prometheus")
     if binary is None:
         print("prometheus not found: apt-get install prometheus", file=sys.stderr)
         return 1
+    dashboard = harness.load_dashboard()
     with (
         tempfile.TemporaryDirectory() as workdir,
-        harness.live_stack(binary, Path(workdir), seconds=args.seconds) as live,
+        harness.incident_stack(binary, Path(workdir)) as live,
     ):
-        panels = fetch(live, step=1.0)
-    render(panels, args.seconds, args.output)
-    print(f"wrote {args.output}")
+        data = {panel["id"]: fetch(live, panel) for panel in harness.panels(dashboard)}
+    empty = [p["title"] for p in harness.panels(dashboard) if not data[p["id"]]]
+    if empty:
+        print(f"no data for: {', '.join(empty)}", file=sys.stderr)
+        return 1
+    render(dashboard, data, args.output)
+    print(f"wrote {args.output} ({len(data)} panels)")
     return 0
 
 
