@@ -1,8 +1,11 @@
 """A deterministic, virtual-time retry-storm simulator that runs retrymw's real objects.
 
-`simulate` runs one `Scenario` with real `Retrier`, `RetryBudget` and `CircuitBreaker` objects
-on a virtual clock; `suite` lists the scenario groups the docs and `retrymw simulate` report;
-`render_table` lays results out; `jitter_spread` measures one jitter kind at the cap.
+`simulate` runs one `Scenario` with real `Retrier`, `RetryBudget`, `CircuitBreaker` and
+`AdaptiveThrottle` objects on a virtual clock; `suite` lists the scenario groups the docs and
+`retrymw simulate` report; `compare` runs the `situations` (partial failure, brownout, outage,
+recovery, overload, many low-rate clients, clients in step) with each of the `SETUPS`;
+`render_table` and `render_comparison` lay results out; `jitter_spread` measures one jitter kind
+at the cap.
 
     >>> from retrymw.simulate import Scenario, simulate
     >>> simulate(Scenario("outage", rate=10, duration=20, warmup=10)).amplification <= 1.1
@@ -14,24 +17,36 @@ on a virtual clock; `suite` lists the scenario groups the docs and `retrymw simu
 from __future__ import annotations
 
 from ._core.exports import publish
-from ._simulate.engine import Scenario as Scenario
-from ._simulate.engine import SimulatedFailure as SimulatedFailure
+from ._simulate.engine import Comparison as Comparison
 from ._simulate.engine import SimulationResult as SimulationResult
+from ._simulate.engine import compare as compare
 from ._simulate.engine import simulate as simulate
-from ._simulate.engine import suite as suite
 from ._simulate.report import JitterSpread as JitterSpread
 from ._simulate.report import jitter_spread as jitter_spread
+from ._simulate.report import render_comparison as render_comparison
 from ._simulate.report import render_table as render_table
+from ._simulate.scenarios import SETUPS as SETUPS
+from ._simulate.scenarios import Scenario as Scenario
+from ._simulate.scenarios import SimulatedFailure as SimulatedFailure
+from ._simulate.scenarios import situations as situations
+from ._simulate.scenarios import suite as suite
+from ._simulate.scenarios import with_setup as with_setup
 
 __all__ = [
+    "SETUPS",
+    "Comparison",
     "JitterSpread",
     "Scenario",
     "SimulatedFailure",
     "SimulationResult",
+    "compare",
     "jitter_spread",
+    "render_comparison",
     "render_table",
     "simulate",
+    "situations",
     "suite",
+    "with_setup",
 ]
 
 publish(globals(), __all__, __name__)

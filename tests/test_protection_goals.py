@@ -1,58 +1,202 @@
-"""Issue 13's goals as seeded simulator runs with the real objects (virtual time)."""
+"""Issue 13's goals as seeded simulator runs with the real objects (virtual time).
+
+Every situation runs with the setups of `retrymw.simulate.SETUPS`; docs/protection.md shows the
+whole table (`compare`) and recommends a setup per situation. Where a goal is not met for
+every parameter, the test pins what holds and its docstring says so.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from random import Random
 from typing import Any
 
 import pytest
 
-from retrymw import RetryPolicy
-from retrymw.simulate import Scenario, SimulatedFailure, simulate
+from retrymw import (
+    AdaptiveThrottle,
+    CircuitBreaker,
+    CircuitOpenError,
+    LoadShedError,
+    PerTarget,
+    Retrier,
+    RetryBudget,
+    RetryPolicy,
+)
+from retrymw.simulate import SETUPS, Scenario, SimulationResult, simulate, situations, with_setup
+from retrymw.testing import FakeClock
 
-RETRIES = RetryPolicy(retry_on=SimulatedFailure)
-NO_RETRIES = RetryPolicy(retry_on=SimulatedFailure, attempts=1)
-SETUPS: dict[str, dict[str, Any]] = {
-    "no retries": {"policy": NO_RETRIES, "budget": None},
-    "retries alone": {"budget": None},
-    "+ budget": {},
-    "+ budget + breaker": {"breaker": {}},
-    "+ budget + throttle": {"throttle": {}},
-    "retries + throttle": {"budget": None, "throttle": {}},
-}
-
-
-def partial_failure(setup: str) -> float:
-    """One dead backend of two, round robin (p = 0.5), 100 calls/s for 10 minutes."""
-    fields = {"policy": RETRIES, **SETUPS[setup]}
-    scenario = Scenario(f"partial {setup}", rate=100, duration=600, failure=0.5, **fields)
-    return simulate(scenario).success_rate
+SITUATIONS = {scenario.name: scenario for scenario in situations()}
+EVERY_SETUP = [pytest.param(name, id=name) for name in SETUPS]
+THROTTLED = [pytest.param(name, id=name) for name in ("+ budget + throttle", "retries + throttle")]
 
 
-@pytest.mark.parametrize("setup", [pytest.param(name, id=name) for name in SETUPS])
-def test_no_setup_turns_a_partial_failure_into_a_total_one(setup: str) -> None:
+def run(situation: str, setup: str, **changes: Any) -> SimulationResult:
+    """One situation of `situations()` with one setup (and field changes), seed 0."""
+    return simulate(with_setup(replace(SITUATIONS[situation], **changes), setup))
+
+
+@pytest.mark.parametrize("setup", EVERY_SETUP)
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({}, id="one-dead-backend-of-2"),
+        pytest.param({"backends": 1, "failure": 0.5}, id="iid-p0.5"),
+    ],
+)
+def test_no_setup_turns_a_partial_failure_into_a_total_one(
+    setup: str, changes: dict[str, Any]
+) -> None:
     """With every setup, the default breaker included, success stays >= no retries' 0.50."""
-    assert partial_failure(setup) >= 0.50
+    assert run("partial failure 1 of 2", setup, **changes).success_rate >= 0.50
 
 
 def test_the_recommended_setup_for_a_partial_failure_keeps_most_calls() -> None:
     """Retries with a throttle (the docs' recommendation behind a balancer): success >= 0.85."""
-    assert partial_failure("retries + throttle") >= 0.85
+    assert run("partial failure 1 of 2", "retries + throttle").success_rate >= 0.85
+    iid = run("partial failure 1 of 2", "retries + throttle", backends=1, failure=0.5)
+    assert iid.success_rate >= 0.85
 
 
-@pytest.mark.parametrize("rate", [pytest.param(rate, id=f"{rate}/s") for rate in (10, 100)])
-def test_a_throttle_sheds_most_of_a_total_outage(rate: int) -> None:
-    """In a total outage, a throttle refuses >= 85% of the calls arriving from 10 s in."""
-    scenario = Scenario("outage", rate=rate, duration=90, warmup=30, policy=RETRIES, throttle={})
-    result = simulate(scenario)
-    assert result.shed_from_10s >= 0.85
-    assert result.amplification <= 1.10
-
-
-def test_a_throttle_leaves_a_brownout_alone() -> None:
-    """At p = 0.1 the throttle rejects nothing and success stays >= 0.999."""
-    scenario = Scenario(
-        "brownout", rate=100, duration=300, failure=0.1, policy=RETRIES, throttle={}
-    )
-    result = simulate(scenario)
-    assert result.success_rate >= 0.999
+@pytest.mark.parametrize("setup", THROTTLED)
+@pytest.mark.parametrize(("p", "goal"), [(0.1, 0.999), (0.2, 0.99)], ids=["p0.1", "p0.2"])
+def test_a_throttle_leaves_a_brownout_alone(setup: str, p: float, goal: float) -> None:
+    """At p = 0.1 / 0.2 success stays >= 0.999 / 0.99 and the throttle rejects <= 1%."""
+    result = run(f"brownout p={p}", setup)
+    assert result.success_rate >= goal
     assert result.shed <= 0.01 * result.calls
+
+
+@pytest.mark.parametrize("rate", [2, 10, 100, 1000], ids=lambda rate: f"{rate}/s")
+def test_a_total_outage_costs_at_most_ten_percent_more_attempts(rate: int) -> None:
+    """The default budget bounds amplification to <= 1.10 at 2 to 1 000 calls/s; so do the
+    setups that add a breaker or a throttle to it."""
+    for setup in ("+ budget", "+ budget + breaker", "+ budget + throttle"):
+        result = simulate(with_setup(Scenario("outage", rate=rate, duration=90, warmup=30), setup))
+        assert result.amplification <= 1.10, setup
+
+
+@pytest.mark.parametrize("setup", THROTTLED)
+@pytest.mark.parametrize("rate", [10, 100, 1000], ids=lambda rate: f"{rate}/s")
+def test_a_throttle_sheds_most_of_a_total_outage(setup: str, rate: int) -> None:
+    """From 10 s into a total outage a throttle refuses >= 85% of the calls (10-1000 calls/s).
+
+    At 2 calls/s it refuses 79%, short of the goal: its 10 s window then holds a handful of
+    requests R, and it refuses with probability R / (R + 1) at most.
+    """
+    scenario = Scenario("outage", rate=rate, duration=90, warmup=30)
+    assert simulate(with_setup(scenario, setup)).shed_from_10s >= 0.85
+    slow = simulate(with_setup(replace(scenario, rate=2), setup))
+    assert 0.75 <= slow.shed_from_10s < 0.85
+
+
+@pytest.mark.parametrize("setup", EVERY_SETUP)
+def test_success_is_back_within_ten_seconds_of_recovery(setup: str) -> None:
+    """After a 30 s outage every second of calls succeeds at >= 0.99 within 10 s."""
+    result = run("recovery", setup)
+    assert result.recovered_in is not None
+    assert result.recovered_in <= 10.0
+
+
+@pytest.mark.parametrize(
+    ("cost", "share", "offered"),
+    [
+        pytest.param(0.0, 1.0, 1.21, id="free-rejections"),
+        pytest.param(0.1, 0.95, 1.2, id="rejection-costs-0.1"),
+        pytest.param(0.25, 0.94, 1.2, id="rejection-costs-0.25"),
+        pytest.param(0.5, 1.0, 1.2, id="rejection-costs-0.5"),
+    ],
+)
+def test_an_overload_is_not_made_worse(cost: float, share: float, offered: float) -> None:
+    """Demand 1.5x capacity for 60 s with budget + throttle: offered load <= 1.2x demand,
+    normal <= 10 s after, goodput >= no retries' when rejections are free or cost half a
+    served attempt.
+
+    Short of the goal: with rejections costing 10% or 25% of a served attempt goodput falls
+    2% and 5% below no retries' (the throttle, k = 2, sheds nothing while more than half the
+    attempts succeed, and the budget's retries cost the dependency more than they recover);
+    with free rejections the budget lets offered load reach 1.203x (1 + 0.3 x 0.67 success).
+    """
+    baseline = run("overload 1.5x", "no retries", rejection_cost=cost)
+    result = run("overload 1.5x", "+ budget + throttle", rejection_cost=cost)
+    assert result.amplification <= offered
+    assert result.recovered_in is not None
+    assert result.recovered_in <= 10.0
+    assert result.goodput >= share * baseline.goodput
+    storm = run("overload 1.5x", "retries alone", rejection_cost=cost)
+    assert storm.amplification > 2.0  # what the protection prevents
+
+
+@pytest.mark.parametrize("setup", ["+ budget", "+ budget + breaker", "+ budget + throttle"])
+def test_many_low_rate_clients_are_bounded(setup: str) -> None:
+    """1 000 clients x 1 call/s, per-client protection, 10 s outage: amplification <= 1.25."""
+    result = run("1000 clients x 1/s", setup)
+    assert result.calls == 10_000
+    assert result.amplification <= 1.25
+
+
+def test_clients_in_step_do_not_herd_with_the_http_defaults() -> None:
+    """1 000 clients in step on the HTTP default policy and per-client budget: the busiest
+    100 ms after the outage starts holds <= 3x the attempts of a pre-outage round.
+
+    Without jitter every retry lands on a later round: retries alone pile three rounds into one.
+    """
+    result = run("1000 clients in step", "+ budget")
+    assert result.herd_factor <= 3.0
+    policy = SITUATIONS["1000 clients in step"].policy
+    unjittered = run("1000 clients in step", "retries alone", policy=policy.replace(jitter=False))
+    assert unjittered.herd_factor == 3.0
+
+
+def dead_target_run(
+    clock: FakeClock, breaker: CircuitBreaker, *, per_target: bool
+) -> tuple[int, int]:
+    """2 000 healthy targets and one dead one (every 10th call).
+
+    Returns:
+        the healthy calls refused (breaker or throttle) and the dead target's calls refused.
+    """
+    retrier = Retrier(
+        RetryPolicy(attempts=3, backoff="fixed", initial_delay="10ms"),
+        breaker=PerTarget(breaker) if per_target else breaker,
+        budget=PerTarget(RetryBudget(clock=clock)),
+        throttle=PerTarget(AdaptiveThrottle(clock=clock, rng=Random(0))),
+        clock=clock,
+        instruments=(),
+    )
+
+    def dead() -> None:
+        raise ConnectionError("refused")
+
+    refused = dead_refused = 0
+    for index in range(20_000):
+        clock.advance(0.001)
+        if index % 10 == 0:
+            try:
+                retrier.execute_sync(dead, operation="dead")
+            except ConnectionError:
+                pass
+            except (CircuitOpenError, LoadShedError):
+                dead_refused += 1
+            continue
+        try:
+            retrier.execute_sync(lambda: None, operation=f"healthy-{index % 2000}")
+        except (CircuitOpenError, LoadShedError):
+            refused += 1
+    return refused, dead_refused
+
+
+def test_one_dead_target_among_2000_refuses_no_healthy_call() -> None:
+    """Per-target breaker, budget and throttle (1 024 targets kept, so healthy ones are
+    evicted and re-created all along): 0 healthy calls refused, while the dead target's own
+    protection refuses most of its calls.
+
+    One breaker for every target refuses healthy calls once the dead one trips it.
+    """
+    clock = FakeClock()
+    healthy, dead = dead_target_run(clock, CircuitBreaker(clock=clock), per_target=True)
+    assert healthy == 0
+    assert dead > 1000
+    clock = FakeClock()
+    shared = CircuitBreaker(failure_threshold=3, failure_rate_threshold=None, clock=clock)
+    assert dead_target_run(clock, shared, per_target=False)[0] > 0

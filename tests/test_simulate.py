@@ -10,12 +10,16 @@ import pytest
 from retrymw._core.errors import ConfigError
 from retrymw._core.policy import RetryPolicy
 from retrymw.simulate import (
+    SETUPS,
     Scenario,
     SimulatedFailure,
+    compare,
     jitter_spread,
+    render_comparison,
     render_table,
     simulate,
     suite,
+    with_setup,
 )
 
 
@@ -172,7 +176,7 @@ def test_render_table_has_a_header_and_one_line_per_result() -> None:
 def test_suite_groups_and_unknown_names() -> None:
     """suite() returns every group by default and rejects unknown group names."""
     assert len(suite()) == sum(
-        len(suite(name)) for name in ("outage", "brownout", "breaker", "synchronized")
+        len(suite(name)) for name in ("outage", "brownout", "breaker", "synchronized", "situations")
     )
     with pytest.raises(ValueError, match="unknown scenario group"):
         suite("meteor")
@@ -195,6 +199,10 @@ def test_render_table_in_markdown() -> None:
         pytest.param("failure", 1.5, id="failure-above-one"),
         pytest.param("clients", 0, id="no-clients"),
         pytest.param("latency", -1, id="negative-latency"),
+        pytest.param("backends", 0, id="no-backends"),
+        pytest.param("capacity", 0, id="no-capacity"),
+        pytest.param("rejection_cost", 1.0, id="rejection-costs-a-whole-attempt"),
+        pytest.param("surge", 0, id="no-surge"),
     ],
 )
 def test_invalid_scenarios_raise_config_error(field: str, value: float) -> None:
@@ -203,3 +211,88 @@ def test_invalid_scenarios_raise_config_error(field: str, value: float) -> None:
     with pytest.raises(ConfigError) as caught:
         replace(Scenario("x", rate=10, duration=10), **changes)
     assert caught.value.field == field
+
+
+def test_one_dead_backend_of_two_fails_every_other_attempt() -> None:
+    """Round robin over two backends, the first dead: exactly half the attempts fail."""
+    scenario = Scenario("1 of 2", rate=10, duration=10, backends=2, budget=None)
+    no_retries = simulate(replace(scenario, policy=scenario.policy.replace(attempts=1)))
+    assert no_retries.success_rate == 0.5  # strictly alternating: no sampling noise
+    # A retry goes to the next backend in turn, so most failed calls succeed on the retry.
+    assert simulate(scenario).success_rate > 0.8
+
+
+def test_a_capacity_limited_dependency_serves_less_when_offered_more() -> None:
+    """Past capacity a refused attempt still costs the dependency: retries lower goodput."""
+    overload = Scenario(
+        "overload", rate=50, duration=60, warmup=10, fault=30, failure=0.0, capacity=100, surge=3
+    )
+    once = simulate(replace(overload, policy=overload.policy.replace(attempts=1), budget=None))
+    storm = simulate(replace(overload, budget=None))
+    assert once.calls == pytest.approx(150 * 30, abs=5)  # the surge triples the arrivals
+    assert 0.45 < once.success_rate < 0.65  # (100/150 - 0.25) / 0.75 = 0.56 served
+    assert storm.goodput < 0.5 * once.goodput
+    free = simulate(replace(overload, budget=None, rejection_cost=0.0))
+    assert free.goodput == pytest.approx(100, rel=0.1)  # free rejections: capacity served
+    assert once.recovered_in is not None
+    assert once.recovered_in <= 2
+
+
+def test_a_dependency_under_its_capacity_serves_everything() -> None:
+    """Below capacity nothing fails, whatever the rejection cost."""
+    result = simulate(Scenario("calm", rate=50, duration=20, failure=0.0, capacity=100))
+    assert result.success_rate == 1.0
+
+
+def test_herd_factor_counts_rounds_of_clients_in_step() -> None:
+    """In step, without jitter, retries land on later rounds: three rounds in one slot."""
+    scenario = Scenario(
+        "in step",
+        rate=1,
+        duration=30,
+        warmup=10,
+        fault=10,
+        clients=200,
+        synchronized=True,
+        budget=None,
+    )
+    assert simulate(scenario).herd_factor == 3.0
+    jittered = replace(scenario, policy=scenario.policy.replace(jitter="full"))
+    assert simulate(jittered).herd_factor < 1.5
+    staggered = simulate(replace(scenario, synchronized=False))
+    assert staggered.herd_factor < 3.5  # every slot busy: the plain pre-fault mean
+
+
+def test_recovered_in_is_the_end_of_the_last_second_below_099() -> None:
+    """With a breaker, calls fail until its probe after the 5 s recovery timeout."""
+    scenario = Scenario("outage", rate=100, duration=40, warmup=10, fault=10, breaker={})
+    result = simulate(scenario)
+    assert result.recovered_in is not None
+    assert 1.0 <= result.recovered_in <= 6.0
+    assert simulate(replace(scenario, fault=None)).recovered_in is None
+    assert simulate(replace(scenario, duration=20)).recovered_in is None
+
+
+def test_with_setup_replaces_the_protection() -> None:
+    """A setup sets the attempts, budget, breaker and throttle; nothing else changes."""
+    scenario = Scenario("x", rate=10, duration=10, breaker={"failure_threshold": 5})
+    assert with_setup(scenario, "no retries").policy.attempts == 1
+    assert with_setup(scenario, "no retries").budget is None
+    assert with_setup(scenario, "+ budget").breaker is None
+    throttled = with_setup(scenario, "+ budget + throttle")
+    assert (throttled.budget, throttled.throttle, throttled.rate) == ({}, {}, 10)
+
+
+def test_compare_runs_every_setup_and_renders_one_line_each() -> None:
+    """compare() runs situations x setups; render_comparison prints a row per run."""
+    rows = compare([Scenario("outage", rate=10, duration=40, warmup=10, fault=20)])
+    assert [row.setup for row in rows] == list(SETUPS)
+    by_setup = {row.setup: row.result for row in rows}
+    assert by_setup["retries alone"].amplification > 2.9  # the last calls retry after it
+    assert by_setup["+ budget"].amplification < 1.1
+    lines = render_comparison(rows).splitlines()
+    assert lines[0].split()[:3] == ["situation", "setup", "success"]
+    assert len(lines) == 2 + len(SETUPS)
+    markdown = render_comparison(rows, markdown=True).splitlines()
+    assert markdown[1].startswith("| ---")
+    assert "--:" in markdown[1]

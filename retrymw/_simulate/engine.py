@@ -11,6 +11,11 @@ could not overlap; stepping the async driver's coroutines interleaves them exact
 Amplification and success rate count the calls that *arrive during the fault* (with all their
 attempts), so a healthy warm-up or recovery period does not dilute them.
 
+The dependency fails in three ways, alone or together: independently with ``failure``; as one
+backend of ``backends`` behind a round-robin balancer (only the first backend fails, so one dead
+backend of two fails every other attempt); and from load, when it has a ``capacity`` and the
+calls arrive ``surge`` times faster during the fault (see `Scenario`).
+
     >>> from retrymw.simulate import Scenario, simulate
     >>> simulate(Scenario("outage", rate=10, duration=20, warmup=10)).amplification <= 1.1
     True
@@ -24,86 +29,20 @@ import heapq
 import math
 import random
 import statistics
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from .._core.errors import CircuitOpenError, ConfigError, LoadShedError
+from .._core.errors import CircuitOpenError, LoadShedError
 from .._core.events import BreakerStateChanged
-from .._core.policy import RetryPolicy
 from .._core.retrier import Retrier
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.throttle import AdaptiveThrottle
 from ..testing import FakeClock
+from .scenarios import SETUPS, Scenario, SimulatedFailure, situations, with_setup
 
-__all__ = ["Scenario", "SimulatedFailure", "SimulationResult", "simulate", "suite"]
-
-_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
-_EXAMPLE = {
-    **dict.fromkeys(("rate", "duration", "warmup", "fault"), "10"),
-    "failure": "0.1",
-    "clients": "1",
-    "latency": "0.02",
-}
-
-
-class SimulatedFailure(Exception):
-    """The failure a simulated dependency raises."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """One simulated run. Times are virtual seconds from 0.
-
-    Args:
-        name: a label for the table.
-        rate: calls per second per client, arriving open-loop at a fixed spacing.
-        duration: arrivals stop here (retries of late calls still finish).
-        failure: probability that an attempt fails during the fault (1.0 is a total outage).
-        warmup: the fault starts here; before it the dependency is healthy.
-        fault: how long the fault lasts; ``None`` until the end of the run.
-        clients: independent clients, each with its own retrier, budget and breaker.
-        synchronized: all clients call at the same instants (else their phases are staggered).
-        latency: virtual duration of every attempt.
-        policy: the retry policy; by default ``RetryPolicy()`` retrying `SimulatedFailure`.
-        budget: `RetryBudget` arguments (defaults when empty); ``None`` turns the budget off.
-        breaker: `CircuitBreaker` arguments (defaults when empty); ``None`` for no breaker.
-        throttle: `AdaptiveThrottle` arguments (defaults when empty); ``None`` for none.
-    """
-
-    name: str
-    rate: float
-    duration: float
-    failure: float = 1.0
-    warmup: float = 0.0
-    fault: float | None = None
-    clients: int = 1
-    synchronized: bool = False
-    latency: float = 0.0
-    policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(retry_on=SimulatedFailure))
-    budget: Mapping[str, Any] | None = field(default_factory=lambda: _DEFAULTS)
-    breaker: Mapping[str, Any] | None = None
-    throttle: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        for name, ok in (
-            ("rate", self.rate > 0),
-            ("duration", self.duration > 0),
-            ("failure", 0.0 <= self.failure <= 1.0),
-            ("warmup", self.warmup >= 0),
-            ("fault", self.fault is None or self.fault >= 0),
-            ("clients", self.clients >= 1),
-            ("latency", self.latency >= 0),
-        ):
-            if not ok:
-                raise ConfigError(name, getattr(self, name), "is out of range", _EXAMPLE[name])
-
-    @property
-    def fault_end(self) -> float:
-        """When the fault ends (``inf`` if it lasts to the end)."""
-        return math.inf if self.fault is None else self.warmup + self.fault
+__all__ = ["Comparison", "Scenario", "SimulatedFailure", "SimulationResult", "compare", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +68,15 @@ class SimulationResult:
         shed: calls the throttles refused with `LoadShedError` before any attempt.
         shed_from_10s: share of the calls arriving from 10 s into the fault that the throttles
             refused before any attempt.
+        goodput: calls arriving during the fault that succeeded, per second of the fault.
+        herd_factor: the busiest 100 ms of attempts from the fault's start on, divided by the
+            mean attempts per *busy* 100 ms before it (a 100 ms slot holding at least one
+            attempt). Staggered clients keep every slot busy, so it is the plain pre-fault mean;
+            clients in step call in one slot per round, so a round is the baseline and the
+            factor is what retries pile on top of it (0 when nothing ran before the fault).
+        recovered_in: seconds from the fault's end until every later second of arrivals
+            succeeds at >= 0.99 (the end of the last second below it; 0 when none was);
+            ``None`` when no call arrived after the fault.
     """
 
     scenario: Scenario
@@ -147,6 +95,9 @@ class SimulationResult:
     time_to_recover: float | None
     shed: int = 0
     shed_from_10s: float = 0.0
+    goodput: float = 0.0
+    herd_factor: float = 0.0
+    recovered_in: float | None = None
 
 
 class _Suspend:
@@ -245,6 +196,9 @@ class _Run:
         self.arrived_in_fault = self.after_fault = 0
         self.first_trip: tuple[float, int] | None = None
         self.last_failure_after_fault: float | None = None
+        self.after: dict[int, list[int]] = {}  # second after the fault -> [calls, successes]
+        self.backends, self.turn = scenario.backends, 0
+        self.capacity, self.cost = scenario.capacity, scenario.rejection_cost
         self.clients = [_Client(self, index) for index in range(scenario.clients)]
 
     def on_transition(self, event: BreakerStateChanged) -> None:
@@ -262,6 +216,7 @@ class _Run:
             client.phase = 0.0 if scenario.synchronized else spacing * index / scenario.clients
             self.schedule(client.phase, client)
         queue, clock, end, attempt = self.queue, self.clock, scenario.duration, self.attempt
+        surge, warmup, fault_end = scenario.surge, self.warmup, self.fault_end
         # The hot loop of the whole simulator: an item is a client whose next call arrives
         # (call is None), or a suspended call's coroutine (call is its arrival and tally).
         while queue:
@@ -271,6 +226,8 @@ class _Run:
                 # Arrival k is at phase + k * spacing: no rounding drift over long runs.
                 item.arrivals += 1
                 following = item.phase + item.arrivals * spacing
+                if surge != 1.0:  # a surge changes the spacing: step from this arrival
+                    following = at + spacing / (surge if warmup <= at < fault_end else 1.0)
                 if following < end:
                     self.schedule(following, item)
                 tally = [0]
@@ -305,6 +262,9 @@ class _Run:
             self.successes += succeeded
         elif arrival >= self.fault_end:
             self.after_fault += 1
+            second = self.after.setdefault(int(arrival - self.fault_end), [0, 0])
+            second[0] += 1
+            second[1] += succeeded
             if not succeeded:
                 self.last_failure_after_fault = arrival
 
@@ -313,11 +273,42 @@ class _Run:
         now = self.clock.now()
         bucket = int(now * 10.0)
         self.buckets[bucket] = self.buckets.get(bucket, 0) + 1
-        failed = self.warmup <= now < self.fault_end and self.rng.random() < self.failure
+        backend = self.turn
+        if self.backends > 1:
+            self.turn = (backend + 1) % self.backends
+        failed = (
+            self.warmup <= now < self.fault_end
+            and backend == 0
+            and self.rng.random() < self.failure
+        )
+        if self.capacity is not None and not failed:
+            failed = self.rng.random() >= self.served(bucket)
         if self.latency:
             await self.clock.sleep(self.latency)
         if failed:
             raise SimulatedFailure("simulated failure")
+
+    def served(self, bucket: int) -> float:
+        """The share of attempts a capacity-limited dependency serves (see `Scenario`)."""
+        offered = sum(self.buckets.get(slot, 0) for slot in range(bucket - 10, bucket))
+        capacity = self.capacity or math.inf
+        if offered <= capacity:
+            return 1.0
+        return max(0.0, (capacity / offered - self.cost) / (1.0 - self.cost))
+
+    def herd_factor(self) -> float:
+        start = int(self.warmup * 10.0)
+        before = [count for slot, count in self.buckets.items() if slot < start]
+        after = [count for slot, count in self.buckets.items() if slot >= start]
+        if not before or not after:
+            return 0.0
+        return max(after) / statistics.fmean(before)
+
+    def recovered_in(self) -> float | None:
+        if not self.after:
+            return None
+        late = [second for second, (calls, ok) in self.after.items() if ok < 0.99 * calls]
+        return float(max(late) + 1) if late else 0.0
 
     def result(self) -> SimulationResult:
         scenario = self.scenario
@@ -329,6 +320,7 @@ class _Run:
             last = self.last_failure_after_fault
             recover = 0.0 if last is None else last - scenario.fault_end
         first = self.first_trip
+        span = min(self.fault_end, scenario.duration) - scenario.warmup
         return SimulationResult(
             scenario=scenario,
             calls=self.calls,
@@ -346,6 +338,9 @@ class _Run:
             time_to_recover=recover,
             shed=self.shed,
             shed_from_10s=self.late_shed / self.late_calls if self.late_calls else 0.0,
+            goodput=self.successes / span if span > 0 else 0.0,
+            herd_factor=self.herd_factor(),
+            recovered_in=None if scenario.fault is None else self.recovered_in(),
         )
 
 
@@ -359,54 +354,28 @@ def simulate(scenario: Scenario, *, seed: int = 0) -> SimulationResult:
     return run.result()
 
 
-def suite(name: str | None = None) -> list[Scenario]:
-    """Return the standard scenarios (all defaults), or one group of them.
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One situation run with one setup (see `compare`)."""
 
-    Groups: ``outage`` (a total outage after a 30 s warm-up, with calls arriving for 120 s at
-    2, 10 and 100 calls/s and 60 s at 1000 calls/s; it outlasts their retries), ``brownout``
-    (i.i.d. failures p = 0.05 to 0.5 at 100 calls/s for 10 minutes, with a default breaker),
-    ``breaker`` (a 30 s outage at 100 calls/s with a default breaker and 20 ms attempts) and
-    ``synchronized`` (50 clients calling in step through a 30 s outage, without and with full
-    jitter).
+    situation: str
+    setup: str
+    result: SimulationResult
+
+
+def compare(
+    scenarios: Iterable[Scenario] | None = None,
+    setups: Iterable[str] | None = None,
+    *,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Run every scenario (the `situations` by default) with every setup (all of `SETUPS`).
+
+    .. versionadded:: 0.2
     """
-    breaker: Mapping[str, Any] = {}
-    groups = {
-        "outage": [
-            Scenario(name=f"outage {rate}/s", rate=rate, duration=30 + span, warmup=30)
-            for rate, span in ((2, 120), (10, 120), (100, 120), (1000, 60))
-        ],
-        "brownout": [
-            Scenario(name=f"brownout p={p}", rate=100, duration=600, failure=p, breaker=breaker)
-            for p in (0.05, 0.1, 0.2, 0.3, 0.5)
-        ],
-        "breaker": [
-            Scenario(
-                name="outage+breaker 100/s",
-                rate=100,
-                duration=70,
-                warmup=10,
-                fault=30,
-                latency=0.02,
-                breaker=breaker,
-            )
-        ],
-        "synchronized": [
-            Scenario(
-                name=f"50 clients in step{label}",
-                rate=2,
-                duration=70,
-                warmup=10,
-                fault=30,
-                clients=50,
-                synchronized=True,
-                breaker=breaker,
-                policy=RetryPolicy(retry_on=SimulatedFailure, jitter=jitter),
-            )
-            for label, jitter in (("", False), (", full jitter", "full"))
-        ],
-    }
-    if name is None:
-        return [scenario for group in groups.values() for scenario in group]
-    if name not in groups:
-        raise ValueError(f"unknown scenario group {name!r}; known: {', '.join(groups)}")
-    return groups[name]
+    chosen = list(SETUPS if setups is None else setups)
+    return [
+        Comparison(scenario.name, setup, simulate(with_setup(scenario, setup), seed=seed))
+        for scenario in (situations() if scenarios is None else scenarios)
+        for setup in chosen
+    ]

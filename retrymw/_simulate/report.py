@@ -1,6 +1,7 @@
-"""What the simulator's figures are reported with: `render_table` and `jitter_spread`.
+"""What the simulator's figures are reported with: the tables and `jitter_spread`.
 
-`render_table` lays `SimulationResult` rows out as plain text or Markdown; `jitter_spread`
+`render_table` lays `SimulationResult` rows out as plain text or Markdown, `render_comparison`
+the situation-by-setup rows of `compare`; `jitter_spread`
 measures how spread out one jitter kind's delays are once the cap binds, through the real
 `RetryPolicy.decide`. Neither runs the discrete-event loop, so they live apart from it;
 `retrymw.simulate` re-exports and presents them.
@@ -19,9 +20,9 @@ from .._core.events import Outcome
 from .._core.policy import CallState, Retry, RetryPolicy
 
 if TYPE_CHECKING:
-    from .engine import SimulationResult
+    from .engine import Comparison, SimulationResult
 
-__all__ = ["JitterSpread", "jitter_spread", "render_table"]
+__all__ = ["JitterSpread", "jitter_spread", "render_comparison", "render_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,19 +96,59 @@ def render_table(results: Iterable[SimulationResult], *, markdown: bool = False)
                 "-" if recover is None else f"{recover:.2f}s",
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER))]
+    return _layout(rows, markdown=markdown)
+
+
+_COMPARISON: tuple[str, ...] = (
+    *("situation", "setup", "success", "amplif.", "shed 10s+", "goodput/s", "herd", "recovered"),
+)
+
+
+def render_comparison(rows: Iterable[Comparison], *, markdown: bool = False) -> str:
+    """Render `compare`'s rows: one situation and setup per line.
+
+    Columns: success and amplification of the calls arriving during the fault, the share of
+    those arriving from 10 s into it that a throttle shed, goodput (successful calls per
+    second of the fault), the herd factor and the time for success to stay >= 0.99 after the
+    fault (see `SimulationResult`).
+    """
+    table = [_COMPARISON]
+    for row in rows:
+        result = row.result
+        recovered = result.recovered_in
+        table.append(
+            (
+                row.situation,
+                row.setup,
+                f"{result.success_rate:.4f}",
+                f"{result.amplification:.3f}",
+                f"{result.shed_from_10s:.1%}",
+                f"{result.goodput:.1f}",
+                f"{result.herd_factor:.2f}",
+                "-" if recovered is None else f"{recovered:.0f}s",
+            )
+        )
+    return _layout(table, markdown=markdown)
+
+
+def _layout(rows: list[tuple[str, ...]], *, markdown: bool) -> str:
+    """Lay rows out in columns: text columns (the first ones) left, numbers right."""
+    header = rows[0]
+    texts = 2 if header is _COMPARISON else 1
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     edge, gap = ("| ", " | ") if markdown else ("", "  ")
     lines = [
         edge
         + gap.join(
-            cell.ljust(width) if column == 0 else cell.rjust(width)
+            cell.ljust(width) if column < texts else cell.rjust(width)
             for column, (cell, width) in enumerate(zip(row, widths, strict=True))
         )
         + edge[::-1]
         for row in rows
     ]
     rule = [
-        ("-" * (width - 1) + ":") if column else "-" * width for column, width in enumerate(widths)
+        ("-" * (width - 1) + ":") if column >= texts else "-" * width
+        for column, width in enumerate(widths)
     ]
     lines.insert(1, edge + gap.join(rule if markdown else ["-" * w for w in widths]) + edge[::-1])
     return "\n".join(line.rstrip() for line in lines)

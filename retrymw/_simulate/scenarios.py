@@ -1,0 +1,229 @@
+"""What the simulator runs: `Scenario`, the standard `suite`, and the protection setups.
+
+`SETUPS` are the five ways to protect a client the issue compares (no retries, retries alone,
++ budget, + budget + breaker, + budget + throttle) and the one the docs recommend behind a
+balancer (retries + throttle); `situations` are the failures they are compared in, and
+`with_setup` applies a setup to a scenario. Each run builds the real objects from these
+arguments (`retrymw._simulate.engine`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .._core.errors import ConfigError
+from .._core.policy import RetryPolicy
+
+__all__ = ["SETUPS", "Scenario", "SimulatedFailure", "situations", "suite", "with_setup"]
+
+_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+_EXAMPLE = {
+    **dict.fromkeys(("rate", "duration", "warmup", "fault"), "10"),
+    "failure": "0.1",
+    "clients": "1",
+    "latency": "0.02",
+    "backends": "2",
+    "capacity": "100",
+    "rejection_cost": "0.25",
+    "surge": "3",
+}
+
+
+class SimulatedFailure(Exception):
+    """The failure a simulated dependency raises."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One simulated run. Times are virtual seconds from 0.
+
+    Args:
+        name: a label for the table.
+        rate: calls per second per client, arriving open-loop at a fixed spacing.
+        duration: arrivals stop here (retries of late calls still finish).
+        failure: probability that an attempt fails during the fault (1.0 is a total outage).
+        warmup: the fault starts here; before it the dependency is healthy.
+        fault: how long the fault lasts; ``None`` until the end of the run.
+        clients: independent clients, each with its own retrier, budget and breaker.
+        synchronized: all clients call at the same instants (else their phases are staggered).
+        latency: virtual duration of every attempt.
+        policy: the retry policy; by default ``RetryPolicy()`` retrying `SimulatedFailure`.
+        budget: `RetryBudget` arguments (defaults when empty); ``None`` turns the budget off.
+        breaker: `CircuitBreaker` arguments (defaults when empty); ``None`` for no breaker.
+        throttle: `AdaptiveThrottle` arguments (defaults when empty); ``None`` for none.
+        backends: the dependency's backends; attempts go to them in turn (round robin, one
+            counter for all clients) and only the first fails with ``failure`` during the fault,
+            so ``failure=1.0, backends=2`` is one dead backend of two.
+        capacity: attempts per second the dependency serves, all the time; ``None`` for no
+            limit. Over the trailing second's offered attempts ``O``, an attempt is served with
+            probability ``min(1, (capacity / O - c) / (1 - c))``, ``c`` being
+            ``rejection_cost``: a refused attempt costs the dependency ``c`` of a served one,
+            so load past capacity lowers what it serves and retries make an overload worse.
+        rejection_cost: see ``capacity``, in ``[0, 1)``.
+        surge: during the fault, calls arrive ``surge`` times faster (an overload's demand).
+    """
+
+    name: str
+    rate: float
+    duration: float
+    failure: float = 1.0
+    warmup: float = 0.0
+    fault: float | None = None
+    clients: int = 1
+    synchronized: bool = False
+    latency: float = 0.0
+    policy: RetryPolicy = field(default_factory=lambda: RetryPolicy(retry_on=SimulatedFailure))
+    budget: Mapping[str, Any] | None = field(default_factory=lambda: _DEFAULTS)
+    breaker: Mapping[str, Any] | None = None
+    throttle: Mapping[str, Any] | None = None
+    backends: int = 1
+    capacity: float | None = None
+    rejection_cost: float = 0.25
+    surge: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, ok in (
+            ("rate", self.rate > 0),
+            ("duration", self.duration > 0),
+            ("failure", 0.0 <= self.failure <= 1.0),
+            ("warmup", self.warmup >= 0),
+            ("fault", self.fault is None or self.fault >= 0),
+            ("clients", self.clients >= 1),
+            ("latency", self.latency >= 0),
+            ("backends", self.backends >= 1),
+            ("capacity", self.capacity is None or self.capacity > 0),
+            ("rejection_cost", 0.0 <= self.rejection_cost < 1.0),
+            ("surge", self.surge > 0),
+        ):
+            if not ok:
+                raise ConfigError(name, getattr(self, name), "is out of range", _EXAMPLE[name])
+
+    @property
+    def fault_end(self) -> float:
+        """When the fault ends (``inf`` if it lasts to the end)."""
+        return math.inf if self.fault is None else self.warmup + self.fault
+
+
+#: The ways to protect a client the simulator compares, as `with_setup` applies them: the
+#: policy's attempts (``1`` for no retries) and the budget, breaker and throttle arguments
+#: (``{}`` for the defaults, ``None`` for none).
+SETUPS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "no retries": {"attempts": 1, "budget": None},
+        "retries alone": {"budget": None},
+        "+ budget": {"budget": {}},
+        "+ budget + breaker": {"budget": {}, "breaker": {}},
+        "+ budget + throttle": {"budget": {}, "throttle": {}},
+        "retries + throttle": {"budget": None, "throttle": {}},
+    }
+)
+
+
+def with_setup(scenario: Scenario, setup: str) -> Scenario:
+    """``scenario`` with one of the `SETUPS` (its breaker and throttle replaced, not added)."""
+    fields = dict(SETUPS[setup])
+    policy = scenario.policy
+    if "attempts" in fields:
+        policy = policy.replace(attempts=fields.pop("attempts"))
+    changes: dict[str, Any] = {"breaker": None, "throttle": None, "budget": _DEFAULTS, **fields}
+    return dataclasses.replace(scenario, policy=policy, **changes)
+
+
+def _http_defaults() -> RetryPolicy:
+    """The HTTP transports' default policy, retrying the simulator's failure."""
+    from .._http.semantics import http_policy
+
+    return http_policy().replace(retry_on=SimulatedFailure)
+
+
+def situations() -> list[Scenario]:
+    """The failures the issue's goals name, each to be run with every one of the `SETUPS`.
+
+    Partial failure (one dead backend of two, round robin, 100 calls/s, 10 minutes); brownouts
+    (p = 0.1 and 0.2, 10 minutes); total outages at 2, 100 and 1000 calls/s; recovery (a 30 s
+    outage at 100 calls/s, then 40 s healthy); overload (demand 1.5x capacity for 60 s: 50
+    calls/s against a capacity of 100 attempts/s, tripled); 1 000 clients x 1 call/s through a
+    10 s outage, staggered and in step (the latter on the HTTP transports' default policy).
+    """
+    many: dict[str, Any] = {"rate": 1, "duration": 50, "warmup": 30, "fault": 10, "clients": 1000}
+    return [
+        Scenario("partial failure 1 of 2", rate=100, duration=600, backends=2),
+        Scenario("brownout p=0.1", rate=100, duration=600, failure=0.1),
+        Scenario("brownout p=0.2", rate=100, duration=600, failure=0.2),
+        Scenario("outage 2/s", rate=2, duration=150, warmup=30),
+        Scenario("outage 100/s", rate=100, duration=150, warmup=30),
+        Scenario("outage 1000/s", rate=1000, duration=90, warmup=30),
+        Scenario("recovery", rate=100, duration=80, warmup=10, fault=30),
+        Scenario(
+            "overload 1.5x",
+            rate=50,
+            duration=120,
+            warmup=30,
+            fault=60,
+            failure=0.0,
+            capacity=100,
+            surge=3,
+        ),
+        Scenario("1000 clients x 1/s", **many),
+        Scenario("1000 clients in step", synchronized=True, policy=_http_defaults(), **many),
+    ]
+
+
+def suite(name: str | None = None) -> list[Scenario]:
+    """Return the standard scenarios (all defaults), or one group of them.
+
+    Groups: ``outage`` (a total outage after a 30 s warm-up, with calls arriving for 120 s at
+    2, 10 and 100 calls/s and 60 s at 1000 calls/s; it outlasts their retries), ``brownout``
+    (i.i.d. failures p = 0.05 to 0.5 at 100 calls/s for 10 minutes, with a default breaker),
+    ``breaker`` (a 30 s outage at 100 calls/s with a default breaker and 20 ms attempts) and
+    ``synchronized`` (50 clients calling in step through a 30 s outage, without and with full
+    jitter) and ``situations`` (see `situations`: the failures each of the `SETUPS` is
+    compared in).
+    """
+    breaker: Mapping[str, Any] = {}
+    groups = {
+        "outage": [
+            Scenario(name=f"outage {rate}/s", rate=rate, duration=30 + span, warmup=30)
+            for rate, span in ((2, 120), (10, 120), (100, 120), (1000, 60))
+        ],
+        "brownout": [
+            Scenario(name=f"brownout p={p}", rate=100, duration=600, failure=p, breaker=breaker)
+            for p in (0.05, 0.1, 0.2, 0.3, 0.5)
+        ],
+        "breaker": [
+            Scenario(
+                name="outage+breaker 100/s",
+                rate=100,
+                duration=70,
+                warmup=10,
+                fault=30,
+                latency=0.02,
+                breaker=breaker,
+            )
+        ],
+        "synchronized": [
+            Scenario(
+                name=f"50 clients in step{label}",
+                rate=2,
+                duration=70,
+                warmup=10,
+                fault=30,
+                clients=50,
+                synchronized=True,
+                breaker=breaker,
+                policy=RetryPolicy(retry_on=SimulatedFailure, jitter=jitter),
+            )
+            for label, jitter in (("", False), (", full jitter", "full"))
+        ],
+    }
+    groups["situations"] = situations()
+    if name is None:
+        return [scenario for group in groups.values() for scenario in group]
+    if name not in groups:
+        raise ValueError(f"unknown scenario group {name!r}; known: {', '.join(groups)}")
+    return groups[name]
