@@ -95,6 +95,7 @@ class Retrier:
         "_budget_reported_at",
         "_clock",
         "_dispatch",
+        "_fund",
         "_plain",
         "_quiet",
         "_rng",
@@ -123,6 +124,10 @@ class Retrier:
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._budget: BudgetArg = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
+        # The plain success path funds one budget without a lookup (a PerTarget needs the target).
+        self._fund: Callable[[], None] | None = (
+            self._budget.record_success if isinstance(self._budget, RetryBudget) else None
+        )
         self._throttle: ThrottleArg = throttle
         if instruments is None:
             from ..instrumentation import default_instruments
@@ -252,7 +257,8 @@ class Retrier:
             LoadShedError: the throttle shed an attempt (see `LoadShedError`).
             TypeError: ``fn`` cannot be retried by ``call`` (see above).
         """
-        check_callable(fn, "retrier.call()")
+        if not callable(fn):
+            check_callable(fn, "retrier.call()")
         return await self._call_async(fn, args, kwargs, None)
 
     def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -265,7 +271,8 @@ class Retrier:
                 coroutine or generator, before the body runs, and never retried), or is not
                 callable; the message names the right call.
         """
-        check_callable(fn, "retrier.call_sync()")
+        if not callable(fn):
+            check_callable(fn, "retrier.call_sync()")
         return self._call_sync(fn, args, kwargs, None)
 
     @overload
@@ -312,7 +319,10 @@ class Retrier:
                 awaitable = fn(*args, **kwargs)
                 if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
                     result = await awaitable
-                    if self._budget is not None:
+                    fund = self._fund
+                    if fund is not None:
+                        fund()
+                    elif self._budget is not None:
                         self._record_success(operation, fn)
                     return result
             except Exception as error:
@@ -344,7 +354,10 @@ class Retrier:
                 refusal = async_result_error(fn, result)
                 if refusal is not None:
                     raise refusal  # never retried
-            if self._budget is not None:
+            fund = self._fund
+            if fund is not None:
+                fund()
+            elif self._budget is not None:
                 self._record_success(operation, fn)
             return result
         return self.execute_sync(
