@@ -43,6 +43,7 @@ from ._http.semantics import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
 if TYPE_CHECKING:
+    from .fleet import RedisFleet
     from .stores import Store
 
 __all__ = [
@@ -107,6 +108,8 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
         store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
             attempts and retry-budget expiry there, and resumes them after a restart.
+        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle (each host's, for
+            a ``PerTarget``) become fleet-wide, shared with every process of the namespace.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -145,6 +148,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
+        fleet: RedisFleet | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -157,6 +161,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             clock=clock,
             policies=policies,
             store=store,
+            fleet=fleet,
         )
 
 
@@ -187,6 +192,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
+        fleet: RedisFleet | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -199,6 +205,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             clock=clock,
             policies=policies,
             store=store,
+            fleet=fleet,
         )
 
 

@@ -46,6 +46,7 @@ from ._http.semantics import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
 if TYPE_CHECKING:
+    from .fleet import RedisFleet
     from .stores import Store
 
 __all__ = [
@@ -110,6 +111,8 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
         store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
             attempts and retry-budget expiry there, and resumes them after a restart.
+        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle (each host's, for
+            a ``PerTarget``) become fleet-wide, shared with every process of the namespace.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -148,6 +151,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
+        fleet: RedisFleet | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -160,6 +164,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             clock=clock,
             policies=policies,
             store=store,
+            fleet=fleet,
         )
 
 
@@ -190,6 +195,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         clock: Clock | None = None,
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
+        fleet: RedisFleet | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -202,6 +208,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             clock=clock,
             policies=policies,
             store=store,
+            fleet=fleet,
         )
 
 

@@ -37,6 +37,7 @@ from .semantics import (
 )
 
 if TYPE_CHECKING:
+    from ..fleet import RedisFleet
     from ..stores import Store
 
 __all__ = ["AsyncShell", "SyncShell", "TransportCore"]
@@ -65,6 +66,7 @@ class TransportCore:
         clock: Clock | None,
         policies: Mapping[str, RetryPolicy] | None,
         store: Store | None = None,
+        fleet: RedisFleet | None = None,
     ) -> None:
         self.flavour = flavour
         self.resolver = PolicyResolver(http_policy(policy), policies)
@@ -79,6 +81,7 @@ class TransportCore:
             instruments=instruments,
             clock=clock,
             store=store,
+            fleet=fleet,
         )
         self._sdk_warned = False
 
