@@ -120,6 +120,11 @@ def is_idempotent(method: str) -> bool:
 def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
     """Return ``policy`` ready for HTTP: without ``retry_on`` it gets `HTTP_RETRY_ON`.
 
+    Without a policy, the default one jitters (full jitter): 1 000 clients calling in step
+    with unjittered delays of 1 s and 2 s put three rounds of attempts into one 100 ms slot
+    after an outage (30x the mean per 100 ms); full jitter spreads the retries (simulator's
+    "1000 clients in step", docs/protection.md).
+
     A policy's own ``retry_on`` gets `SERVER_SAYS_RETRY` added, so that a server's
     ``x-should-retry: true`` is honoured whatever statuses the policy lists.
 
@@ -132,7 +137,7 @@ def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
             ``"continue"``.
     """
     if policy is None:
-        return RetryPolicy(retry_on=HTTP_RETRY_ON)
+        return RetryPolicy(retry_on=HTTP_RETRY_ON, jitter="full")
     if not isinstance(policy, RetryPolicy):
         raise ConfigError(
             "policy", policy, "must be a RetryPolicy or None", "RetryPolicy(attempts=3)"

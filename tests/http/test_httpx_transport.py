@@ -228,9 +228,9 @@ async def test_helper_successes_take_one_attempt_and_feed_the_budget(
     ],
 )
 async def test_retryable_statuses_are_retried(clock: FakeClock, status: int) -> None:
-    """429, 502, 503 and 504 are retried with the exponential backoff."""
+    """429, 502, 503 and 504 are retried with the exponential backoff (unjittered here)."""
     script = Script(status, status, 200)
-    async with async_client(script, clock) as client:
+    async with async_client(script, clock, jitter=False) as client:
         response = await client.get(URL)
     assert (response.status_code, response.extensions[ATTEMPTS_EXTENSION]) == (200, 3)
     assert clock.sleeps == [1.0, 2.0]
@@ -354,7 +354,7 @@ async def test_superseded_responses_are_closed_before_sleeping_and_final_is_open
     log: list[str] = []
     streams: list[TrackedStream] = []
     clock = LoggingClock(log)
-    client = async_client(tracked_script(log, streams), clock)
+    client = async_client(tracked_script(log, streams), clock, jitter=False)
     async with client, client.stream("GET", URL) as response:
         assert log == ["close #1", "sleep 1", "close #2", "sleep 2"]
         assert [s.read for s in streams] == [True, True, False]
@@ -368,7 +368,7 @@ def test_sync_superseded_responses_are_closed_before_sleeping_and_final_is_open(
     log: list[str] = []
     streams: list[TrackedStream] = []
     clock = LoggingClock(log)
-    client = sync_client(tracked_script(log, streams), clock)
+    client = sync_client(tracked_script(log, streams), clock, jitter=False)
     with client, client.stream("GET", URL) as response:
         assert log == ["close #1", "sleep 1", "close #2", "sleep 2"]
         assert not streams[2].closed
@@ -555,7 +555,7 @@ async def test_retry_after_sets_the_least_delay(
     if value.startswith("date+"):
         value = email.utils.formatdate(clock.wall() + int(value[5:]), usegmt=True)
     script = Script(httpx.Response(status, headers={"Retry-After": value}), 200)
-    async with async_client(script, clock, recorder) as client:
+    async with async_client(script, clock, recorder, jitter=False) as client:
         assert (await client.get(URL)).status_code == 200
     assert clock.sleeps == sleeps
 
@@ -1133,7 +1133,7 @@ async def test_connection_refused_is_retried_for_post(
 ) -> None:
     """Connect errors are retried even for a POST; the last one is raised."""
     url = f"http://127.0.0.1:{free_port()}/"
-    async with async_client(httpx.AsyncHTTPTransport(), clock, recorder) as client:
+    async with async_client(httpx.AsyncHTTPTransport(), clock, recorder, jitter=False) as client:
         with pytest.raises(httpx.ConnectError):
             await client.post(url, content=b"x")
     assert len(recorder.of_type(AttemptStarted)) == 3
@@ -1269,7 +1269,11 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
         name="api", failure_threshold=5, failure_rate_threshold=None, clock=clock
     )
     transport = RetryTransport(
-        httpx.MockTransport(Script(503, 200)), breaker=breaker, clock=clock, instruments=()
+        httpx.MockTransport(Script(503, 200)),
+        policy=RetryPolicy(jitter=False),
+        breaker=breaker,
+        clock=clock,
+        instruments=(),
     )
 
     def other_callers_fail() -> None:
@@ -1281,3 +1285,15 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
     with httpx.Client(transport=transport) as client, pytest.raises(TransportCircuitOpenError):
         client.get("http://example.com/")
     assert clock.sleeps == [1.0]
+
+
+async def test_the_default_policy_jitters(clock: FakeClock) -> None:
+    """The transport's default policy uses full jitter: each delay is drawn in [0, backoff]."""
+    script = Script(*([503] * 2 + [200]) * 20)
+    async with async_client(script, clock) as client:
+        for _ in range(20):
+            assert (await client.get(URL)).status_code == 200
+    firsts, seconds = clock.sleeps[0::2], clock.sleeps[1::2]
+    assert all(0.0 <= delay <= 1.0 for delay in firsts)
+    assert all(0.0 <= delay <= 2.0 for delay in seconds)
+    assert len(set(clock.sleeps)) == len(clock.sleeps)  # spread, not the same delays
