@@ -13,15 +13,12 @@ and re-exported here.
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from .._core.backoff import (
     Backoff,
@@ -33,25 +30,17 @@ from .._core.backoff import (
 )
 from .._core.durations import MAX_DURATION, parse_duration
 from .._core.errors import ConfigError
-from .._core.forks import ForkSafeLock
 from .._core.matchers import Matcher, compile_matcher
 from .._core.policy import RetryPolicy
+from .build import COMPONENTS, RetryConfig, components
 from .dump import _BACKOFF, _MATCHER, to_mapping
 from .files import MAX_ALIAS_NODES, _read
-
-if TYPE_CHECKING:
-    import httpx
-
-    from .._core.retrier import Retrier
-    from .._protect.breaker import CircuitBreaker
-    from .._protect.budget import RetryBudget
-    from ..httpx import AsyncRetryTransport, RetryTransport
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DURATION", "RetryConfig", "load_config", "to_mapping"]
 
 _T = TypeVar("_T")
 
-_SECTIONS = ("retry_defaults", "policies", "breakers", "budgets")
+_SECTIONS = ("retry_defaults", "policies", *COMPONENTS)
 _FIELDS = (
     *("name", "attempts", "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor"),
     *("retry_on", "retry_budget", "timeout", "deadline", "on_failure"),
@@ -65,11 +54,6 @@ _OPTIONS = {  # strategy → the options its mapping form accepts
     "fibonacci": ("initial",),
     "custom": ("delays",),
 }
-# Breaker and budget options that are durations, so that files give them units there too.
-_COMPONENT_DURATIONS = {
-    "breakers": ("recovery_timeout", "max_recovery_timeout"),  # a breaker window may be a count
-    "budgets": ("window",),
-}
 _DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
 # Config integers stay in the signed 64-bit range, TOML's own: every count, status and option
 # fits, and a 5 000-digit integer is refused before anything converts or prints it.
@@ -82,135 +66,12 @@ _COUNTS = ("attempts", "max_attempts", "retry")
 _INITIALS = ("initial_delay", "delay")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryConfig:
-    """Policies, breakers and budgets, as loaded by `load_config`.
-
-    Args:
-        defaults: the policy built from ``retry_defaults``.
-        policies: name → policy, each merged over the defaults.
-        breakers: name → `CircuitBreaker` keyword arguments (``name`` defaults to the key).
-        budgets: name → `RetryBudget` keyword arguments.
-
-    .. versionadded:: 0.1
-    """
-
-    defaults: RetryPolicy = field(default_factory=RetryPolicy)
-    policies: Mapping[str, RetryPolicy] = field(default_factory=dict)
-    breakers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # Breakers, budgets and retriers are stateful: one of each per name, shared by every caller.
-    _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _lock: ForkSafeLock = field(default_factory=ForkSafeLock, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        for name in ("policies", "breakers", "budgets"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-
-    def policy(self, name: str) -> RetryPolicy:
-        """Return the policy called ``name``; a `KeyError` lists the known ones."""
-        return _lookup(self.policies, "policies", name)
-
-    def breaker(self, name: str) -> CircuitBreaker:
-        """Return the `CircuitBreaker` ``breakers.<name>``, built once per config and shared."""
-        from .._protect.breaker import CircuitBreaker
-
-        return self._shared_instance("breakers", name, CircuitBreaker)
-
-    def budget(self, name: str) -> RetryBudget:
-        """Return the `RetryBudget` ``budgets.<name>``, built once per config and shared."""
-        from .._protect.budget import RetryBudget
-
-        return self._shared_instance("budgets", name, RetryBudget)
-
-    def retrier(self, name: str | None = None) -> Retrier:
-        """Return the `Retrier` for policy ``name`` (the defaults when ``None``).
-
-        It is built once per config and name and then shared, so every caller sees the same
-        circuit state and spends the same cross-call budget. The breaker and the budget named
-        like the policy are used when configured; otherwise the `Retrier` defaults apply (no
-        breaker, a default budget).
-
-        Raises:
-            KeyError: no such policy.
-        """
-        from .._core.retrier import Retrier
-
-        policy, protection = self._parts(name)
-        path = f"retriers.{'' if name is None else name}"
-        with self._lock:
-            if path not in self._shared:
-                self._shared[path] = Retrier(policy, **protection)
-            retrier: Retrier = self._shared[path]
-        return retrier
-
-    def transport(
-        self, name: str | None = None, transport: httpx.BaseTransport | None = None
-    ) -> RetryTransport:
-        """Return a new `retrymw.httpx.RetryTransport` for policy ``name``.
-
-        The transport gets the policy; the breaker and the budget configured under its name
-        (the same objects as `breaker`, `budget` and `retrier` use); and every named policy of
-        the config, which a request selects with ``extensions={"retrymw": "other"}``. The
-        budget is one object, so the transport and the retrier spend one cross-call budget.
-        The breaker is a template: the transport keeps one breaker per host, cloned from it,
-        apart from the retrier's per-operation ones. Each call builds a new transport (it owns
-        a connection pool); build it once per client.
-
-        Args:
-            name: the policy; ``None`` for the defaults.
-            transport: the inner transport; ``httpx.HTTPTransport()`` by default.
-
-        Raises:
-            KeyError: no such policy.
-            ImportError: httpx is not installed (``pip install 'retrymw[httpx]'``).
-
-        .. versionadded:: 0.2
-        """
-        from ..httpx import RetryTransport
-
-        policy, protection = self._parts(name)
-        return RetryTransport(transport, policy=policy, policies=self.policies, **protection)
-
-    def async_transport(
-        self, name: str | None = None, transport: httpx.AsyncBaseTransport | None = None
-    ) -> AsyncRetryTransport:
-        """Return a new `retrymw.httpx.AsyncRetryTransport`; see `transport`.
-
-        .. versionadded:: 0.2
-        """
-        from ..httpx import AsyncRetryTransport
-
-        policy, protection = self._parts(name)
-        return AsyncRetryTransport(transport, policy=policy, policies=self.policies, **protection)
-
-    def _parts(self, name: str | None) -> tuple[RetryPolicy, dict[str, Any]]:
-        """The policy ``name`` and the breaker and budget configured under its name, if any."""
-        policy = self.defaults if name is None else self.policy(name)
-        key = policy.name if name is None else name
-        protection: dict[str, Any] = {}
-        if key in self.breakers:
-            protection["breaker"] = self.breaker(key)
-        if key in self.budgets:
-            protection["budget"] = self.budget(key)
-        return policy, protection
-
-    def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
-        kwargs = _lookup(getattr(self, section), section, name)
-        path = f"{section}.{name}"
-        with self._lock:
-            if path not in self._shared:
-                self._shared[path] = _construct(factory, kwargs, path)
-            instance: _T = self._shared[path]
-        return instance
-
-
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConfig:
     """Load a `RetryConfig` from a ``.yaml``/``.yml``/``.toml`` file or from a mapping.
 
     Top-level keys are ``retry_defaults``, ``policies`` (name → fields merged over the
-    defaults), ``breakers`` and ``budgets``. A single ``retry_config:`` block, or a bare mapping
-    of policy fields, is the defaults.
+    defaults), ``breakers``, ``budgets`` and ``throttles``. A single ``retry_config:`` block,
+    or a bare mapping of policy fields, is the defaults.
 
     Args:
         source: a path, or a mapping shaped like the file.
@@ -266,26 +127,22 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
     config = RetryConfig(
         defaults=_build(base, defaults_path),
         policies=policies,
-        breakers=_components(top.get("breakers"), "breakers"),
-        budgets=_components(top.get("budgets"), "budgets"),
+        **{
+            section: components(top.get(section), section, _mapping, _duration)
+            for section in COMPONENTS
+        },
     )
-    # Build every breaker and budget now, so a bad option is an error of load_config (with its
-    # path) and not of the first request that needs it. They are cached and shared anyway.
+    # Build every breaker, budget and throttle now, so a bad option is an error of load_config
+    # (with its path) and not of the first request that needs it. They are cached and shared.
     for name in config.breakers:
         config.breaker(name)
     for name in config.budgets:
         config.budget(name)
+    for name in config.throttles:
+        config.throttle(name)
     for note in notes:  # only once everything is valid, and pointing at our caller
         warnings.warn(note, UserWarning, stacklevel=2)
     return config
-
-
-def _lookup(section: Mapping[str, _T], label: str, name: str) -> _T:
-    try:
-        return section[name]
-    except KeyError:
-        known = ", ".join(sorted(section)) or "none"
-        raise KeyError(f"unknown name {name!r}; known {label}: {known}") from None
 
 
 def _join(path: str, key: str) -> str:
@@ -537,35 +394,3 @@ def _build(kwargs: Mapping[str, Any], path: str) -> RetryPolicy:
         return RetryPolicy(**kwargs)
     except ConfigError as error:
         raise (error.at(path) if path else error) from None
-
-
-def _components(value: Any, section: str) -> dict[str, Mapping[str, Any]]:
-    result: dict[str, Mapping[str, Any]] = {}
-    for name, raw in _mapping(value, section, "{payments: {...}}").items():
-        kwargs = _mapping(raw, f"{section}.{name}", "{failure_threshold: 5}")
-        for key in _COMPONENT_DURATIONS[section]:
-            if kwargs.get(key) is not None:
-                _duration(kwargs[key], f"{section}.{name}.{key}")
-        if section == "breakers":
-            kwargs.setdefault("name", name)
-        result[name] = MappingProxyType(kwargs)
-    return result
-
-
-def _construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) -> _T:
-    named = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
-    parameters = inspect.signature(factory).parameters.values()
-    # Clocks and random sources are objects that code injects; config only holds data.
-    known = [p.name for p in parameters if p.kind in named and p.name not in ("clock", "rng")]
-    for key, value in kwargs.items():
-        if key not in known:
-            problem = f"unknown {factory.__name__} option, known: {', '.join(known)}"
-            raise ConfigError(f"{path}.{key}", value, problem, "failure_threshold: 5")
-    try:
-        return factory(**kwargs)
-    except ConfigError as error:
-        raise error.at(path) from None
-    except TypeError as error:  # a value of the wrong type, e.g. a string compared to a number
-        bad = next((key for key in kwargs if repr(key) in str(error)), None)
-        where, value = (path, kwargs) if bad is None else (f"{path}.{bad}", kwargs[bad])
-        raise ConfigError(where, value, f"rejected: {error}", "failure_threshold: 5") from None
