@@ -50,6 +50,7 @@ RetryReason = Literal[
     "body_not_replayable",
     "retry_after_exceeds_limit",
     "server_said_no",
+    "retried_below",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
 

@@ -51,6 +51,9 @@ class RetryPolicy:
         on_failure: ``"raise"``, ``"continue"`` (return ``None``) or ``"fallback"``.
         fallback: with ``on_failure="fallback"``, called with the last exception; its result is
             returned.
+        retry_below: retry even what a retrymw call nested in this one already retried and gave
+            up on. ``False`` (the default) retries at one layer: such an error or response is
+            final, reason ``retried_below`` (docs/layers.md).
 
     Raises:
         ConfigError: a field is invalid; the message names the field, the value and an example.
@@ -71,6 +74,7 @@ class RetryPolicy:
     deadline: float | None
     on_failure: OnFailure
     fallback: Callable[[BaseException], Any] | None = field(compare=False)
+    retry_below: bool = False
 
     def __init__(
         self,
@@ -88,6 +92,7 @@ class RetryPolicy:
         deadline: DurationLike | None = None,
         on_failure: OnFailure = "raise",
         fallback: Callable[[BaseException], Any] | None = None,
+        retry_below: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError("name", name, "must be a non-empty string", '"payments"')
@@ -122,6 +127,10 @@ class RetryPolicy:
             )
         if fallback is not None and not callable(fallback):
             raise ConfigError("fallback", fallback, "must be callable", "lambda exc: None")
+        if not isinstance(retry_below, bool):
+            raise ConfigError(
+                "retry_below", retry_below, "must be True or False", "retry_below=True"
+            )
         values = {
             "name": name,
             "attempts": attempts,
@@ -136,6 +145,7 @@ class RetryPolicy:
             "deadline": _optional_duration(deadline, "deadline", positive=True),
             "on_failure": on_failure,
             "fallback": fallback,
+            "retry_below": retry_below,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)

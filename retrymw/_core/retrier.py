@@ -36,6 +36,7 @@ from .clock import SYSTEM_CLOCK, Clock, waits_disabled
 from .errors import ConfigError
 from .events import BreakerStateChanged
 from .instruments import Dispatch, Instrument
+from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
 from .run import AttemptAdapter, CallRun, for_target
@@ -315,6 +316,7 @@ class Retrier:
         quiet = self._quiet
         plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
         if plain:
+            since = next_serial()  # what is marked after this was marked inside this call
             try:
                 awaitable = fn(*args, **kwargs)
                 if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
@@ -330,6 +332,7 @@ class Retrier:
                     async_attempt(fn, args, kwargs),
                     operation=operation or operation_name(fn),
                     first_error=error,
+                    since=since,
                 )
             raise sync_result_error(fn, awaitable)  # never retried
         return await self.execute_async(
@@ -342,6 +345,7 @@ class Retrier:
         quiet = self._quiet
         plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
         if plain:
+            since = next_serial()  # what is marked after this was marked inside this call
             try:
                 result = fn(*args, **kwargs)
             except Exception as error:
@@ -349,6 +353,7 @@ class Retrier:
                     sync_attempt(fn, args, kwargs),
                     operation=operation or operation_name(fn),
                     first_error=error,
+                    since=since,
                 )
             if type(result) in SUSPECT_RESULTS:
                 refusal = async_result_error(fn, result)
@@ -385,17 +390,21 @@ class Retrier:
         request: object = None,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
+        since: int | None = None,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
         Front doors use this directly: ``target`` labels telemetry and keys the breaker
         (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
-        whose first attempt already ran on the plain path (see `plain_first_attempt`).
+        whose first attempt already ran on the plain path (see `plain_first_attempt`), with
+        ``since``, the `next_serial` taken before that attempt (retry at one layer).
         """
         resumed = first_error is not None or first_result is not _NOT_GIVEN
         dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(self, policy or self.policy, operation, target, adapter, request, dispatch)
+        run = CallRun(
+            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        )
         sleep = self._clock.sleep
         try:
             delay = run.open(resumed, first_result, first_error)
@@ -443,11 +452,14 @@ class Retrier:
         request: object = None,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
+        since: int | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
         resumed = first_error is not None or first_result is not _NOT_GIVEN
         dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(self, policy or self.policy, operation, target, adapter, request, dispatch)
+        run = CallRun(
+            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        )
         sleep = self._clock.sleep_sync
         try:
             delay = run.open(resumed, first_result, first_error)

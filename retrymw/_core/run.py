@@ -27,6 +27,7 @@ from .events import (
     RetryScheduled,
 )
 from .instruments import NO_SCOPES, Dispatch
+from .layers import FINAL_REASONS, current, mark, next_serial, retried_below
 from .matchers import status_of
 from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
 from .redact import safe_repr
@@ -74,6 +75,7 @@ _OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "body_not_replayable": "failure",
     "retry_after_exceeds_limit": "failure",
     "server_said_no": "failure",
+    "retried_below": "failure",
 }
 
 _NOTE_PREFIX = "retrymw: gave up after attempt "
@@ -89,6 +91,7 @@ _WHY: dict[RetryReason, str] = {
     "body_not_replayable": "the request body cannot be replayed",
     "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
     "server_said_no": "the server said not to retry (x-should-retry: false)",
+    "retried_below": "a retrymw call below already retried it and gave up",
 }
 
 
@@ -143,6 +146,7 @@ class CallRun:
         "result",
         "resume",
         "retrier",
+        "serial",
         "sleep_scopes",
         "state",
         "status",
@@ -159,6 +163,7 @@ class CallRun:
         adapter: AttemptAdapter | None,
         request: object,
         dispatch: Dispatch,
+        since: int | None = None,
     ) -> None:
         self.retrier = retrier
         self.policy = policy
@@ -184,6 +189,9 @@ class CallRun:
         self.outcome: CallOutcome = "success"
         self.reason: RetryReason | None = None
         self.resume = ResumableRun.open(retrier._store, policy, retrier._clock)
+        # Marks made after this (layers.retried_below) were made by calls nested in this one;
+        # a call resumed from a bare first attempt took its serial before that attempt.
+        self.serial = next_serial() if since is None else since
 
     # -- steps, in the order the drivers call them ---------------------------------------------
 
@@ -279,6 +287,14 @@ class CallRun:
         outcome = self._outcome(state.attempt, now - state.started_at, result, error)
         self.result, self.error, self.status = result, error, outcome.status
         decision = policy.decide(state, outcome, now=now, rng=retrier._rng)
+        if (
+            isinstance(decision, Retry)
+            and not policy.retry_below
+            and retried_below(outcome, self.serial)
+        ):
+            # Retry at one layer: what a call nested in this one retried and gave up on is final
+            # here too, whichever front door (coroutine, function, transport, helper) runs it.
+            decision = GiveUp("retried_below")
         matched = not isinstance(decision, Accept)
         if self.admitted:
             self.admitted = False
@@ -362,6 +378,9 @@ class CallRun:
             self.budget.record_success()
         self._emit_finished(error)
         self.call_scopes.exit()
+        final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
+        if final:
+            self._mark_final(self.result if error is None else error)
         if error is None:
             return self.result
         if self.reason is None:
@@ -378,6 +397,8 @@ class CallRun:
             )
             exhausted.__cause__ = error
             error = exhausted
+            if final:
+                self._mark_final(error)
         elif not isinstance(error, (CircuitOpenError, LoadShedError)):
             # An exception object raised again and again (a module-level instance) keeps one
             # retrymw note, the latest, instead of one per call.
@@ -398,6 +419,19 @@ class CallRun:
         if policy.on_failure == "fallback" and policy.fallback is not None:
             return policy.fallback(last)
         raise error
+
+    def _mark_final(self, value: object) -> None:
+        """The call gave up for good: mark what it hands over, and tell the request served.
+
+        An enclosing retrymw call does not retry a marked error or response (reason
+        ``retried_below``); `retrymw.server` answers a failed request with ``x-should-retry:
+        false``. A call that gave up before its first attempt ran (breaker, throttle) marks
+        nothing: it never sent anything to retry.
+        """
+        mark(value)
+        inbound = current()
+        if inbound is not None:
+            inbound.final = True
 
     def abort(self, error: BaseException) -> None:
         """The call ends by an error outside the attempts: close everything; the caller re-raises.

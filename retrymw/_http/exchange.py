@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .._core.layers import copy_mark, next_serial
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
 from .._protect.targets import PerTarget
@@ -90,6 +91,7 @@ def translate(
     new.__cause__ = error.__cause__ if isinstance(error, RetryBudgetExhausted) else error
     for note in getattr(error, "__notes__", ()):
         add_note(new, note)
+    copy_mark(error, new)  # final below stays final above (docs/layers.md)
     return new
 
 
@@ -277,7 +279,9 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
     attempt = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
+    since: int | None = None
     if call.retrier.plain_first_attempt(call.policy):
+        since = next_serial()  # see Retrier.execute_async
         try:
             response = await attempt()
         except Exception as error:
@@ -296,6 +300,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
             request=request,
             first_error=first_error,
             first_result=first_result,
+            since=since,
         )
     except Exception as error:
         call.raise_translated(error)
@@ -317,7 +322,9 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     single = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
+    since: int | None = None
     if call.retrier.plain_first_attempt(call.policy):
+        since = next_serial()  # see Retrier.execute_async
         try:
             response = single()
         except Exception as error:
@@ -338,6 +345,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
             request=request,
             first_error=first_error,
             first_result=first_result,
+            since=since,
         )
     except Exception as error:
         call.raise_translated(error)
