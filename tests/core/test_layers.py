@@ -348,7 +348,7 @@ async def test_values_that_take_no_mark_are_left_alone(clock: FakeClock) -> None
         returned.clear()
         inner = retrier(clock, retry_on=lambda outcome: outcome.result is not None)
 
-        async def middle(value: object = value) -> object:
+        async def middle(value: object = value, inner: Retrier = inner) -> object:
             return await inner.call(gives, value)
 
         outer = retrier(clock, retry_on=lambda outcome: outcome.result is not None)
