@@ -584,6 +584,100 @@ def saturation(layout: Layout) -> list[Builder[Any]]:
     ]
 
 
+def fleet(layout: Layout) -> list[Builder[Any]]:
+    """Is the fleet sharing its protection, and is every process in it?"""
+    by_fleet = "retrymw_fleet"
+    by_process = "job, instance"
+    open_processes = (
+        f"count(max by ({by_process}) "
+        f"({sel('retrymw_circuit_state', state_is('open'), base=CIRCUIT)}) == 1) or vector(0)"
+    )
+    return [
+        layout.row("Fleet (processes sharing protection on Redis/Valkey)"),
+        series(
+            layout,
+            "Fleet amplification (attempts per admitted call, all processes)",
+            "Attempts per admitted call summed over every selected process: the load the whole "
+            "fleet puts on its dependencies, next to the busiest single process. With shared "
+            "budgets (RedisFleet) an outage costs the fleet one bucket, not one per process.",
+            "none",
+            [
+                query(amplification(RATE), "fleet", "A"),
+                query(
+                    f"max ({amplification(RATE, by=by_process)})",
+                    "busiest process",
+                    "B",
+                ),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Processes with a circuit open",
+            "Processes in which at least one circuit is open. A shared circuit opens on a quorum "
+            "of processes and then in every member within two sync intervals; one process alone "
+            "here is a local problem (its own network), which the fleet does not follow.",
+            "short",
+            [query(open_processes, "processes", "A")],
+            width=8,
+        ),
+        series(
+            layout,
+            "Fleet members and degraded members",
+            "Members each fleet (namespace) counted at its last step, and the processes deciding "
+            "on local shares alone because the store is slow, hung or down (degraded).",
+            "short",
+            [
+                query(
+                    f"max by ({by_fleet}) ({sel('retrymw_fleet_members', base=CIRCUIT)})",
+                    "{{retrymw_fleet}} members",
+                    "A",
+                ),
+                query(
+                    f"sum by ({by_fleet}) ({sel('retrymw_fleet_degraded', base=CIRCUIT)})",
+                    "{{retrymw_fleet}} degraded",
+                    "B",
+                ),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Fleet sync age and lag",
+            "Seconds since each process's last successful step (the age of its view of the "
+            "fleet; above two sync intervals the process is degraded) and the step's round trip "
+            "to the store, worst process per fleet.",
+            "s",
+            [
+                query(
+                    f"max by ({by_fleet}) ({sel('retrymw_fleet_sync_age_seconds', base=CIRCUIT)})",
+                    "{{retrymw_fleet}} sync age",
+                    "A",
+                ),
+                query(
+                    f"max by ({by_fleet}) ({sel('retrymw_fleet_sync_lag_seconds', base=CIRCUIT)})",
+                    "{{retrymw_fleet}} sync lag",
+                    "B",
+                ),
+            ],
+        ),
+        series(
+            layout,
+            "Budget tokens leased from the fleet/s",
+            "Retry-budget tokens the processes lease from the fleet's shared buckets: the "
+            "fleet's retries being spent. Near zero in an outage once the bucket is empty.",
+            "short",
+            [
+                query(
+                    f"sum by ({by_fleet}) (rate("
+                    f"{sel('retrymw_fleet_tokens_leased_total', base=CIRCUIT)}[{RATE}]))",
+                    "{{retrymw_fleet}}",
+                )
+            ],
+        ),
+    ]
+
+
 STATE_NAMES = {0: ("closed", "green"), 1: ("half_open", "yellow"), 2: ("open", "red")}
 
 
@@ -810,7 +904,7 @@ def dashboard() -> dict[str, Any]:
     )
     overview = overview.with_row(layout.row("At a glance (last 5 minutes)"))
     sections = [stats(layout), failing(layout), amplifying(layout), slowness(layout)]
-    sections += [saturation(layout), circuits(layout), drill_down(layout)]
+    sections += [saturation(layout), circuits(layout), fleet(layout), drill_down(layout)]
     for section in sections:
         for item in section:
             if isinstance(item, builder.Row):

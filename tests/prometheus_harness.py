@@ -38,9 +38,11 @@ from retrymw import CircuitBreaker, Retrier, RetryBudget, RetryPolicy
 from retrymw._core.events import Attached, BreakerStateChanged, CallFinished
 from retrymw._core.instruments import Instrument
 from retrymw._protect.throttle import AdaptiveThrottle
+from retrymw.fleet import RedisFleet
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
+from tests.redis_server import redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "dashboards" / "retrymw-overview.json"
@@ -420,9 +422,12 @@ class Workload:
     latencies and backoffs, and by ``scenario_step`` per step, so nothing really sleeps.
     """
 
-    def __init__(self, registry: CollectorRegistry, *, seed: int = 6) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, *, seed: int = 6, fleet: RedisFleet | None = None
+    ) -> None:
         self.rng = Random(seed)
         self.scenario_time = 0.0
+        self.fleet = fleet
         instruments = (PrometheusInstrument(registry=registry),)
         self.clocks = {name: FakeClock() for name in ("payments", "inventory", "search", "reports")}
         retry_on = list(RETRYABLE)
@@ -488,6 +493,11 @@ class Workload:
         # series exists from creation, the first trip included. Announcing twice is harmless.
         for retrier in (self.payments, self.inventory, self.search, self.reports):
             announce(instruments[0], retrier)
+        # An idle budget of its own makes the fleet report (members, sync age, leases): the
+        # storyline's budgets stay per process, so its figures are one process's.
+        self.fleet_budget = RetryBudget()
+        if fleet is not None:
+            fleet.attach(self.fleet_budget, target="storyline")
         self.calls = 0
         self.tracer: Any = None
         try:
@@ -559,6 +569,11 @@ class Workload:
         for clock in clocks.values():
             clock.advance(scenario_step)
         self.scenario_time += scenario_step
+        if self.fleet is not None:
+            # A retry's worth of demand per step: the lease panel draws the fleet's spending.
+            self.fleet_budget.record_success()
+            self.fleet_budget.try_acquire()
+            self.fleet.sync()
 
     def run(self, seconds: float, *, period: float = 0.2) -> tuple[float, float]:
         """Play the whole storyline over ``seconds`` of real time; return its (start, end)."""
@@ -711,9 +726,22 @@ class IncidentWorkload:
     second. `Tally` keeps the process's own count to compare the dashboard with.
     """
 
-    def __init__(self, registry: CollectorRegistry, *, seed: int = 17, rate: int = 4) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        seed: int = 17,
+        rate: int = 4,
+        fleet: RedisFleet | None = None,
+    ) -> None:
         self.rng = Random(seed)
         self.rate = rate
+        self.fleet = fleet
+        # An idle budget of its own makes the fleet report (members, sync age): the incidents'
+        # budgets stay per process, so the alerts judge what one process did.
+        self.fleet_budget = RetryBudget()
+        if fleet is not None:
+            fleet.attach(self.fleet_budget, target="incidents")
         self.tally = Tally()
         instrument = PrometheusInstrument(registry=registry)
         self.clocks = {incident.name: FakeClock() for incident in INCIDENTS}
@@ -774,6 +802,11 @@ class IncidentWorkload:
                     retrier.execute_sync(attempt, operation="GET", target=incident.target)
         for clock in self.clocks.values():
             clock.advance(max(0.0, self.time - clock.now()))
+        if self.fleet is not None:
+            # A retry's worth of demand per step: the lease panel draws the fleet's spending.
+            self.fleet_budget.record_success()
+            self.fleet_budget.try_acquire()
+            self.fleet.sync()
 
     def run(self, seconds: float = INCIDENT_SECONDS) -> tuple[float, float]:
         """Play ``seconds`` virtual seconds at `SCALE` per real second; return real (start, end)."""
@@ -820,7 +853,7 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         prometheus.wait_until(
             functools.partial(_up, prometheus), "the first scrape of the endpoint", timeout=30.0
         )
-        workload = Workload(endpoint.registry)
+        workload = Workload(endpoint.registry, fleet=_fleet(stack, workdir))
         start, end = workload.run(seconds)
         live = LiveStack(prometheus, endpoint, workload, start, end)
         calls = live.sample_sum("retrymw_calls_total")
@@ -831,6 +864,16 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
             timeout=20.0,
         )
         yield live
+
+
+def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
+    """A fleet on a real redis-server of its own, synced by the workload's steps."""
+    directory = workdir / "redis"
+    directory.mkdir(exist_ok=True)
+    server = stack.enter_context(redis_server(directory))
+    fleet = RedisFleet(server.url, namespace="harness", sync_interval="250ms", start=False)
+    stack.callback(fleet.close)
+    return fleet
 
 
 def _scraped(prometheus: PrometheusServer, calls: float) -> bool:
@@ -879,7 +922,7 @@ def incident_stack(binary: str, workdir: Path) -> Iterator[IncidentStack]:
         )
         stack.callback(prometheus.stop)
         prometheus.start()
-        workload = IncidentWorkload(endpoint.registry)
+        workload = IncidentWorkload(endpoint.registry, fleet=_fleet(stack, workdir))
         # Scraped once before the first call: every announced series is seen at its start value.
         prometheus.wait_until(
             functools.partial(_up, prometheus), "the first scrape of the endpoint", timeout=30.0

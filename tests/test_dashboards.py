@@ -43,8 +43,10 @@ RANGE_ALLOWED = {
 }
 #: The window of the stat row and the per-target table: the alerts' and recording rules' 5m.
 STAT_WINDOW = "5m"
-#: Every metric the dashboard may use: DESIGN's ten and the live saturation gauges.
-SPECS = {spec.prometheus: spec for spec in (*names.METRICS, *names.LIVE_GAUGES)}
+#: Every metric the dashboard may use: DESIGN's ten, the live saturation gauges, the fleet's.
+SPECS = {
+    spec.prometheus: spec for spec in (*names.METRICS, *names.LIVE_GAUGES, *names.FLEET_METRICS)
+}
 CONTRACT_LABELS = {
     value
     for key, value in vars(names).items()

@@ -41,12 +41,19 @@ from ._budget import SharedBudget
 from ._client import connect
 from ._throttle import SharedThrottle
 
-__all__ = ["FleetStatistics", "RedisFleet"]
+__all__ = ["FleetStatistics", "RedisFleet", "live_fleets"]
 
 _logger = logging.getLogger("retrymw")
 
 _Link = SharedBudget | SharedBreaker | SharedThrottle
 _KEY_TTL_MS = 600_000  # a namespace's keys outlive its last process by ten minutes
+# The open fleets of this process, for telemetry read at scrape time (`live_fleets`).
+_LIVE: weakref.WeakSet[RedisFleet] = weakref.WeakSet()
+
+
+def live_fleets() -> list[RedisFleet]:
+    """The fleets of this process that are not closed (the instruments export their health)."""
+    return [fleet for fleet in list(_LIVE) if not fleet._closed]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,7 @@ class RedisFleet:
         self._started = False
         self._fresh_process()
         after_fork_in_child(self)
+        _LIVE.add(self)
         if start:
             self.start()
 
@@ -162,6 +170,7 @@ class RedisFleet:
         self._lag: float | None = None
         self._syncs = self._failures = 0
         self._members = 0
+        self._born = time.monotonic()
 
     def _after_fork_in_child(self) -> None:
         # The parent's thread does not exist here and its sockets are the parent's.
@@ -383,6 +392,20 @@ class RedisFleet:
 
     # -- health and lifetime -----------------------------------------------------------------------
 
+    @property
+    def namespace(self) -> str:
+        """The fleet's namespace (braces replaced, as in its keys): its telemetry label."""
+        return self._namespace
+
+    def view_age(self) -> float:
+        """Seconds since the last successful step, or since this process's start before one.
+
+        What telemetry exports as the sync age: a member that never reached the store has a
+        view as old as itself, which an alert on the age then sees grow.
+        """
+        last = self._last_sync
+        return time.monotonic() - (self._born if last is None else last)
+
     def statistics(self) -> FleetStatistics:
         """Return a frozen snapshot of the fleet's health."""
         with self._lock:
@@ -417,6 +440,7 @@ class RedisFleet:
         for link in links:
             link.fall_back()
         self._degraded = True
+        _LIVE.discard(self)
         for client in (self._client, self._probe_client):
             client.close()
 

@@ -71,6 +71,8 @@ LABEL_POLICY_INITIAL_DELAY = "retrymw_policy_initial_delay"
 LABEL_POLICY_MAX_DELAY = "retrymw_policy_max_delay"
 LABEL_POLICY_TIMEOUT = "retrymw_policy_timeout"
 LABEL_POLICY_DEADLINE = "retrymw_policy_deadline"
+# The fleet metrics only: the `RedisFleet`'s namespace.
+LABEL_FLEET = "retrymw_fleet"
 
 # -- OpenTelemetry attribute keys (spans and metric attributes) -----------------------------------
 
@@ -88,6 +90,7 @@ ATTR_POLICY_INITIAL_DELAY = "retrymw.policy.initial_delay"
 ATTR_POLICY_MAX_DELAY = "retrymw.policy.max_delay"
 ATTR_POLICY_TIMEOUT = "retrymw.policy.timeout"
 ATTR_POLICY_DEADLINE = "retrymw.policy.deadline"
+ATTR_FLEET = "retrymw.fleet"
 #: Spans only: the policy's ``attempts`` (call span).
 ATTR_MAX_ATTEMPTS = "retrymw.max_attempts"
 #: Spans only: attempts the call made (call span, at the end).
@@ -134,6 +137,7 @@ ATTRIBUTE_OF_LABEL: dict[str, str] = {
     LABEL_POLICY_MAX_DELAY: ATTR_POLICY_MAX_DELAY,
     LABEL_POLICY_TIMEOUT: ATTR_POLICY_TIMEOUT,
     LABEL_POLICY_DEADLINE: ATTR_POLICY_DEADLINE,
+    LABEL_FLEET: ATTR_FLEET,
 }
 
 # -- spans and span events ------------------------------------------------------------------------
@@ -384,6 +388,65 @@ LIVE_GAUGES: tuple[MetricSpec, ...] = (
     CIRCUIT_FAILURE_RATE,
     CIRCUIT_FAILURE_RATE_THRESHOLD,
     POLICY_INFO,
+)
+
+# -- the fleet's health (`retrymw.fleet.RedisFleet`), one series per namespace and process, read
+# from the process's open fleets at scrape time. Multiprocess modes: each worker is a member.
+
+FLEET_MEMBERS = MetricSpec(
+    "retrymw_fleet_members",
+    "retrymw.fleet.members",
+    "gauge",
+    "{process}",
+    (LABEL_FLEET,),
+    "Processes of the fleet (members) this process counted at its last successful step.",
+    multiprocess_mode="livemax",
+)
+FLEET_DEGRADED = MetricSpec(
+    "retrymw_fleet_degraded",
+    "retrymw.fleet.degraded",
+    "gauge",
+    "{process}",
+    (LABEL_FLEET,),
+    "1 while this process decides on local shares alone: its last step failed, or none "
+    "succeeded yet (summed over workers: the degraded workers).",
+    multiprocess_mode="livesum",
+)
+FLEET_SYNC_AGE = MetricSpec(
+    "retrymw_fleet_sync_age_seconds",
+    "retrymw.fleet.sync_age",
+    "gauge",
+    "s",
+    (LABEL_FLEET,),
+    "Seconds since this process's last successful step (since its start before the first): "
+    "how old its view of the fleet is.",
+    multiprocess_mode="livemax",
+)
+FLEET_SYNC_LAG = MetricSpec(
+    "retrymw_fleet_sync_lag_seconds",
+    "retrymw.fleet.sync_lag",
+    "gauge",
+    "s",
+    (LABEL_FLEET,),
+    "Round trip of this process's last successful step to the store.",
+    multiprocess_mode="livemax",
+)
+FLEET_TOKENS_LEASED = MetricSpec(
+    "retrymw_fleet_tokens_leased_total",
+    "retrymw.fleet.tokens_leased",
+    "counter",
+    "{token}",
+    (LABEL_FLEET,),
+    "Retry-budget tokens this process leased from the fleet's shared buckets.",
+)
+
+#: The fleet's health metrics, exported while a `RedisFleet` is open in the process.
+FLEET_METRICS: tuple[MetricSpec, ...] = (
+    FLEET_MEMBERS,
+    FLEET_DEGRADED,
+    FLEET_SYNC_AGE,
+    FLEET_SYNC_LAG,
+    FLEET_TOKENS_LEASED,
 )
 
 #: Every transition a breaker can make: counters pre-created at 0 for each announced circuit.

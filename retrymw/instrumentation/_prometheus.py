@@ -9,15 +9,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 try:
     import prometheus_client
     import prometheus_client.values
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 except ImportError:
     raise ImportError(
         "PrometheusInstrument needs prometheus_client: pip install 'retrymw[prometheus]'"
@@ -111,6 +113,12 @@ class _Metrics:
         self.refreshers: dict[tuple[str, str], list[Callable[[], None]]] = {}
         self.refreshed_at: dict[tuple[str, str], float] = {}
         self.lock = ForkSafeLock()
+        self.fleets: _FleetGauges | None = None
+        if self.multiprocess:
+            self.fleets = _FleetGauges(registry)
+        else:
+            with contextlib.suppress(ValueError):  # a reloaded module: the first one serves
+                registry.register(_FleetCollector())
 
     def precreate(self, policy: str, target: str) -> None:
         """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
@@ -311,6 +319,89 @@ class _Metrics:
         return child
 
 
+# -- the fleet's health: read from the process's open `RedisFleet`s -------------------------------
+
+#: (namespace, members, degraded, sync age, sync lag, tokens leased) of each open fleet.
+_FleetReading = tuple[str, float, float, float, float, float]
+
+
+def _fleet_readings() -> list[_FleetReading]:
+    """One reading per namespace of the open fleets; none if `retrymw.fleet` was never imported.
+
+    Two fleets of one namespace in a process are one member's view twice: the worst of each
+    gauge, the sum of the leased tokens. A fleet that fails to report is left out: a scrape
+    never fails for it.
+    """
+    module = sys.modules.get("retrymw.fleet._fleet")
+    if module is None:  # no fleet can exist: nothing imported the module
+        return []
+    merged: dict[str, list[float]] = {}
+    for fleet in module.live_fleets():
+        try:
+            stats = fleet.statistics()
+            values = [
+                float(stats.members),
+                float(stats.degraded),
+                fleet.view_age(),
+                stats.sync_lag if stats.sync_lag is not None else math.nan,
+                float(stats.tokens_leased),
+            ]
+        except Exception:  # pragma: no cover - statistics() reads plain attributes
+            continue
+        seen = merged.get(fleet.namespace)
+        if seen is None:
+            merged[fleet.namespace] = values
+        else:
+            merged[fleet.namespace] = [*map(max, seen[:4], values[:4]), seen[4] + values[4]]
+    return [(namespace, *values) for namespace, values in merged.items()]  # type: ignore[misc]
+
+
+class _FleetCollector:
+    """The fleet metrics of a registry, computed at scrape time (outside multiprocess mode)."""
+
+    def describe(self) -> list[Metric]:
+        return [_family(spec) for spec in names.FLEET_METRICS]
+
+    def collect(self) -> Iterator[Metric]:
+        readings = _fleet_readings()
+        if not readings:  # no open fleet: not even the families, as for any unused metric
+            return
+        families = [_family(spec) for spec in names.FLEET_METRICS]
+        for namespace, *values in readings:
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([namespace], value)
+        yield from families
+
+
+def _family(spec: names.MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
+    name = spec.prometheus.removesuffix("_total")  # the family adds it to the sample
+    if spec.kind == "counter":
+        return CounterMetricFamily(name, spec.description, labels=spec.labels)
+    return GaugeMetricFamily(name, spec.description, labels=spec.labels)
+
+
+class _FleetGauges:
+    """Multiprocess mode: the fleet metrics written to the files as calls finish (once a second)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.metrics = [_create(registry, spec) for spec in names.FLEET_METRICS]
+        self.leased: dict[str, float] = {}
+        self.written_at = -math.inf
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if now - self.written_at < 1.0:
+            return
+        self.written_at = now
+        *gauges, counter = self.metrics
+        for namespace, *values in _fleet_readings():
+            for gauge, value in zip(gauges, values[:4], strict=True):
+                gauge.labels(namespace).set(value)
+            leased = values[4]
+            counter.labels(namespace).inc(max(0.0, leased - self.leased.get(namespace, 0.0)))
+            self.leased[namespace] = leased
+
+
 def _seconds(value: float | None) -> str:
     return "" if value is None else format(value, "g")
 
@@ -461,6 +552,8 @@ class PrometheusInstrument(Instrument):
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:
             metrics.refresh((event.policy, metrics.target(event.target)))
+            if metrics.fleets is not None:
+                metrics.fleets.refresh()
 
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Count the transition and move the state-set gauge."""
