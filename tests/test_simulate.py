@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -296,3 +297,38 @@ def test_compare_runs_every_setup_and_renders_one_line_each() -> None:
     markdown = render_comparison(rows, markdown=True).splitlines()
     assert markdown[1].startswith("| ---")
     assert "--:" in markdown[1]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_cli_setups_runs_every_situation_with_every_setup(
+    capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    """``retrymw simulate --scenario setups`` prints compare()'s rows (shortened runs here)."""
+    from retrymw.cli._main import main
+
+    shape = [
+        "--duration",
+        "20s",
+        "--warmup",
+        "5s",
+        "--fault",
+        "10s",
+        "--clients",
+        "2",
+        "--rate",
+        "5",
+    ]
+    code = main(["simulate", "--scenario", "setups", *shape, *(["--json"] if as_json else [])])
+    out = capsys.readouterr().out
+    assert code == 0
+    if as_json:
+        rows = json.loads(out)
+        assert len(rows) == len(suite("situations")) * len(SETUPS)
+        assert {row["setup"] for row in rows} == set(SETUPS)
+        partial = rows[0]
+        assert partial["scenario"]["backends"] == 2
+        assert partial["scenario"]["throttle"] is None
+    else:
+        lines = out.splitlines()
+        assert lines[0].split()[:2] == ["situation", "setup"]
+        assert len(lines) == 2 + len(suite("situations")) * len(SETUPS)

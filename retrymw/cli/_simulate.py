@@ -2,6 +2,8 @@
 
 The default ``compare`` scenario runs one outage four times (no retries; retries without the
 cross-call budget; with it; with it and a breaker) so that the table shows what each layer buys.
+``setups`` runs the issue's situations (partial failure, brownouts, outages, recovery, overload,
+many low-rate clients, clients in step) with every protection setup (`retrymw.simulate.compare`).
 The other scenarios are `retrymw.simulate.suite`'s groups. Scenario and policy options
 override every scenario that runs.
 """
@@ -32,21 +34,24 @@ NAME = "simulate"
 HELP = "compare policies in a simulated retry storm (virtual time, real retrymw objects)"
 DESCRIPTION = """\
 Run retry storms in virtual time: simulated clients call a dependency that fails, through
-retrymw's real Retrier, RetryBudget and CircuitBreaker on a virtual clock, so minutes of
-traffic take a moment. The table reports, for the calls that arrive during the fault, the
-amplification (attempts per call) and the success rate, plus the peak load, retries admitted
-and denied, and the breaker's behaviour.
+retrymw's real Retrier, RetryBudget, CircuitBreaker and AdaptiveThrottle on a virtual clock,
+so minutes of traffic take a moment. The table reports, for the calls that arrive during the
+fault, the amplification (attempts per call) and the success rate, plus the peak load,
+retries admitted and denied, and the breaker's behaviour.
 
 Scenarios: compare (the default: one outage without retries, with retries but no budget, with
 the default budget, and with budget and breaker), outage (120s outages at 2 to 1000 calls/s),
 brownout (5% to 50% failures for 10 minutes), breaker, synchronized (50 clients calling in
-step, without and with jitter), or all (takes about 20 seconds)."""
+step, without and with jitter), situations (partial failure, overload, recovery, 1000 clients),
+setups (every situation with every protection setup: no retries, retries alone, + budget,
++ budget + breaker, + budget + throttle, retries + throttle; about 30 seconds), or all."""
 EPILOG = """\
 examples:
   retrymw simulate                                  compare: what budget and breaker buy
   retrymw simulate --rate 1000 --fault 2m --attempts 5
   retrymw simulate --scenario brownout --jitter full
   retrymw simulate --scenario outage --seed 7 --json
+  retrymw simulate --scenario setups                which protection for which failure
 
 columns: amplif. = attempts per call arriving during the fault; success = share of those
 calls that succeeded; peak/100ms = the busiest 100 ms of attempts; retries ok/denied =
@@ -54,7 +59,9 @@ admitted and throttled by the budget; open = share of the run the breaker was no
 to open = time and calls from the fault's start to the first trip; recover = from the
 fault's end to the last failed call."""
 
-_GROUPS = ("compare", "outage", "brownout", "breaker", "synchronized", "all")
+_GROUPS = (
+    *("compare", "outage", "brownout", "breaker", "synchronized", "situations", "setups", "all"),
+)
 _SHAPE = ("rate", "duration", "failure", "warmup", "fault", "clients", "latency")
 _POLICY = ("attempts", "backoff", "initial_delay", "max_delay", "jitter")
 
@@ -107,7 +114,8 @@ def scenarios(args: argparse.Namespace) -> list[Any]:
             dataclasses.replace(base, name="retries + budget", policy=policy),
             dataclasses.replace(base, name="retries + budget + breaker", policy=policy, breaker={}),
         ]
-    chosen = suite(None if args.scenario == "all" else args.scenario)
+    group = "situations" if args.scenario == "setups" else args.scenario
+    chosen = suite(None if group == "all" else group)
     result = []
     for scenario in chosen:
         # retry_on stays the simulator's failure, whatever policy fields change.
@@ -118,7 +126,7 @@ def scenarios(args: argparse.Namespace) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the scenarios and print the comparison table (or JSON)."""
-    from ..simulate import render_table, simulate
+    from ..simulate import compare, render_comparison, render_table, simulate
 
     chosen = scenarios(args)
     for scenario in chosen:
@@ -128,6 +136,13 @@ def run(args: argparse.Namespace) -> int:
                 f"scenario {scenario.name!r}: the fault starts at {start} (--warmup), after "
                 f"calls stop arriving at {end} (--duration), so no call would meet it"
             )
+    if args.scenario == "setups":
+        rows = compare(chosen, seed=args.seed)
+        if args.json:
+            print(json.dumps([_comparison_json(row) for row in rows], indent=2))
+        else:
+            print(render_comparison(rows))
+        return EXIT_OK
     results = [simulate(scenario, seed=args.seed) for scenario in chosen]
     if args.json:
         print(json.dumps([_result_json(result) for result in results], indent=2))
@@ -149,6 +164,10 @@ def _describe_compare(scenario: Any, seed: int) -> str:
     )
 
 
+def _comparison_json(row: Any) -> dict[str, Any]:
+    return {"situation": row.situation, "setup": row.setup, **_result_json(row.result)}
+
+
 def _result_json(result: Any) -> dict[str, Any]:
     scenario = result.scenario
     fields = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
@@ -165,6 +184,11 @@ def _result_json(result: Any) -> dict[str, Any]:
         "policy": _policy_json(scenario.policy),
         "budget": _component(scenario.budget),
         "breaker": _component(scenario.breaker),
+        "throttle": _component(scenario.throttle),
+        "backends": scenario.backends,
+        "capacity": scenario.capacity,
+        "rejection_cost": scenario.rejection_cost,
+        "surge": scenario.surge,
     }
     return fields
 
