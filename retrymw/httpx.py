@@ -110,6 +110,9 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             attempts and retry-budget expiry there, and resumes them after a restart.
         fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle (each host's, for
             a ``PerTarget``) become fleet-wide, shared with every process of the namespace.
+        attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
+            server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
+            default) sends none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -149,6 +152,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
         fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -162,6 +166,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             policies=policies,
             store=store,
             fleet=fleet,
+            attempt_header=attempt_header,
         )
 
 
@@ -193,6 +198,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
         fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -206,6 +212,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             policies=policies,
             store=store,
             fleet=fleet,
+            attempt_header=attempt_header,
         )
 
 

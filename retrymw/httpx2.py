@@ -113,6 +113,9 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             attempts and retry-budget expiry there, and resumes them after a restart.
         fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle (each host's, for
             a ``PerTarget``) become fleet-wide, shared with every process of the namespace.
+        attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
+            server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
+            default) sends none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -152,6 +155,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
         fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -165,6 +169,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             policies=policies,
             store=store,
             fleet=fleet,
+            attempt_header=attempt_header,
         )
 
 
@@ -196,6 +201,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         policies: Mapping[str, RetryPolicy] | None = None,
         store: Store | None = None,
         fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -209,6 +215,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             policies=policies,
             store=store,
             fleet=fleet,
+            attempt_header=attempt_header,
         )
 
 

@@ -113,9 +113,20 @@ class HttpCall(HttpExchange):
         policy: the request's policy, ready for HTTP (`http_policy`).
         replayable: whether the body can be sent again.
         flavour: the request's library (httpx or httpx2).
+        attempt_header: a header that carries each attempt's number (1, 2, 3...) to the
+            server, or ``None`` to send none (`retrymw.server` reads it).
     """
 
-    __slots__ = ("_counted", "_sent", "_started_at", "flavour", "policy", "request", "retrier")
+    __slots__ = (
+        "_attempt_header",
+        "_counted",
+        "_sent",
+        "_started_at",
+        "flavour",
+        "policy",
+        "request",
+        "retrier",
+    )
 
     def __init__(
         self,
@@ -124,6 +135,7 @@ class HttpCall(HttpExchange):
         policy: RetryPolicy,
         replayable: bool,
         flavour: Flavour,
+        attempt_header: str | None = None,
     ) -> None:
         super().__init__(
             retrier.clock,
@@ -140,17 +152,27 @@ class HttpCall(HttpExchange):
         count = request.headers.get(RETRY_COUNT_HEADER)
         self._counted = count is not None and count.isascii() and count.isdigit() and len(count) < 6
         self._sent = int(count) if self._counted else 0
+        self._attempt_header = attempt_header
         # No later than the engine's own start: the deadline left is never overestimated.
         self._started_at = retrier.clock.now()
 
     def sender(self, send: Callable[[Any], T]) -> Callable[[], T]:
-        """One attempt: ``send(request)``, the SDK's retry count first set to the real one."""
-        if not self._counted:
+        """One attempt: ``send(request)``, the SDK's retry count first set to the real one, and
+        the attempt header, if any, to this attempt's number."""
+        header = self._attempt_header
+        if not self._counted and header is None:
             return functools.partial(send, self.request)
+        number = 0
 
         def attempt() -> T:
-            self.request.headers[RETRY_COUNT_HEADER] = str(self._sent)
-            self._sent += 1
+            nonlocal number
+            number += 1
+            headers = self.request.headers
+            if header is not None:
+                headers[header] = str(number)
+            if self._counted:
+                headers[RETRY_COUNT_HEADER] = str(self._sent)
+                self._sent += 1
             return send(self.request)
 
         return attempt

@@ -53,7 +53,7 @@ class TransportCore:
     The protection arguments are turned into the `Retrier`'s here, and nowhere else.
     """
 
-    __slots__ = ("_sdk_warned", "flavour", "resolver", "retrier")
+    __slots__ = ("_sdk_warned", "attempt_header", "flavour", "resolver", "retrier")
 
     def __init__(
         self,
@@ -67,7 +67,9 @@ class TransportCore:
         policies: Mapping[str, RetryPolicy] | None,
         store: Store | None = None,
         fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
     ) -> None:
+        self.attempt_header = _check_attempt_header(attempt_header)
         self.flavour = flavour
         self.resolver = PolicyResolver(http_policy(policy), policies)
         if budget is _DEFAULT:
@@ -143,6 +145,20 @@ class TransportCore:
         return f"<{kind} policy={policy.name!r} attempts={policy.attempts} transport={transport!r}>"
 
 
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _check_attempt_header(name: object) -> str | None:
+    """``attempt_header`` as a header name (lower case), or ``None``; refuse anything else."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name or not set(name) <= _TOKEN:
+        raise ConfigError(
+            "attempt_header", name, "must be a header name or None", '"x-retrymw-attempt"'
+        )
+    return name.lower()
+
+
 class _Shell:
     """What both colours share: the core, the inner transport and their presentation."""
 
@@ -181,7 +197,7 @@ class AsyncShell(_Shell):
         policy = core.prepare(request)
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
-        call = HttpCall(core.retrier, request, policy, replayable, flavour)
+        call = HttpCall(core.retrier, request, policy, replayable, flavour, core.attempt_header)
         with core.resume_scope(request):
             return await drive_async(call, self._transport.handle_async_request)
 
@@ -215,7 +231,7 @@ class SyncShell(_Shell):
         policy = core.prepare(request)
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
-        call = HttpCall(core.retrier, request, policy, replayable, flavour)
+        call = HttpCall(core.retrier, request, policy, replayable, flavour, core.attempt_header)
         with core.resume_scope(request):
             return drive_sync(call, self._transport.handle_request)
 

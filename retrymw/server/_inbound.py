@@ -1,0 +1,151 @@
+"""What both middlewares share: reading the attempt header, the inbound metric, the final answer.
+
+The metric is ``retrymw_inbound_requests_total`` (counter; labels ``retrymw_service``,
+``retrymw_route``, ``retrymw_attempt``): every request a service receives, by route template
+and by whether the caller says it is a first attempt (``first``), a retry (``retry``) or says
+nothing (``unknown``). A service's inbound retry share is ``retry / (first + retry)``: next to
+the outbound amplification of its own calls, it shows at which layer retries happen.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from .._core.errors import ConfigError
+from .._core.layers import Inbound
+from ..instrumentation._names import OVERFLOW, BoundedValues
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter
+
+__all__ = [
+    "ATTEMPT_HEADER",
+    "INBOUND_METRIC",
+    "MAX_ROUTES",
+    "SHOULD_RETRY_HEADER",
+    "UNKNOWN_ROUTE",
+    "InboundRecorder",
+    "attempt_number",
+    "is_final_status",
+]
+
+#: The attempt header a transport sends with ``attempt_header=ATTEMPT_HEADER``.
+ATTEMPT_HEADER: Final = "x-retrymw-attempt"
+#: The response header retrymw's transports (and the OpenAI/Anthropic SDKs) honour.
+SHOULD_RETRY_HEADER: Final = "x-should-retry"
+#: The Prometheus name of the inbound counter (its ``_total`` included, as registered).
+INBOUND_METRIC: Final = "retrymw_inbound_requests_total"
+LABEL_SERVICE: Final = "retrymw_service"
+LABEL_ROUTE: Final = "retrymw_route"
+LABEL_ATTEMPT: Final = "retrymw_attempt"
+#: Distinct route labels kept per service; later ones are reported as ``_other``.
+MAX_ROUTES = 100
+#: The route label of a request no route template is known for.
+UNKNOWN_ROUTE: Final = "_unknown"
+
+AttemptKind = Literal["first", "retry", "unknown"]
+
+
+def attempt_number(value: str | bytes | None) -> int | None:
+    """The attempt number an attempt header carries (1 for a first attempt), or ``None``.
+
+    Anything but 1 to 6 ASCII digits naming a number >= 1 is ``None``: garbage never raises.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    value = value.strip()
+    if not (0 < len(value) <= 6 and value.isascii() and value.isdigit()):
+        return None
+    number = int(value)
+    return number if number >= 1 else None
+
+
+def is_final_status(status: int) -> bool:
+    """Whether a response with ``status`` is one a caller would retry (5xx, 429)."""
+    return status >= 500 or status == 429
+
+
+def _kind(attempt: int | None) -> AttemptKind:
+    if attempt is None:
+        return "unknown"
+    return "first" if attempt == 1 else "retry"
+
+
+_counters: dict[int, tuple[Any, Counter]] = {}
+_counters_lock = threading.Lock()
+
+
+def _counter(registry: CollectorRegistry | None) -> Counter | None:
+    """The inbound counter registered in ``registry`` (prometheus_client's default one when
+    ``None``), created once per registry; ``None`` without prometheus_client."""
+    try:
+        import prometheus_client
+    except ImportError:  # pragma: no cover - the server extra brings it
+        return None
+    target = prometheus_client.REGISTRY if registry is None else registry
+    with _counters_lock:
+        found = _counters.get(id(target))
+        if found is not None and found[0] is target:
+            return found[1]
+        counter = prometheus_client.Counter(
+            INBOUND_METRIC.removesuffix("_total"),
+            "Requests received, by route and by whether the caller says it is a retry.",
+            (LABEL_SERVICE, LABEL_ROUTE, LABEL_ATTEMPT),
+            registry=target,
+        )
+        _counters[id(target)] = (target, counter)
+        return counter
+
+
+class InboundRecorder:
+    """The part of a middleware that is not about its protocol: checks, metric, context.
+
+    Args:
+        service: the service's name, a bounded label.
+        attempt_header: the header to read the attempt number from.
+        registry: the Prometheus registry; prometheus_client's default one when ``None``.
+        metrics: ``False`` to record no metric.
+    """
+
+    __slots__ = ("_counter", "_routes", "attempt_header", "service")
+
+    def __init__(
+        self,
+        service: str,
+        attempt_header: str,
+        registry: CollectorRegistry | None,
+        metrics: bool,
+    ) -> None:
+        if not isinstance(service, str) or not service:
+            raise ConfigError("service", service, "must be a non-empty string", '"orders"')
+        if not isinstance(attempt_header, str) or not attempt_header.strip():
+            raise ConfigError(
+                "attempt_header", attempt_header, "must be a header name", f'"{ATTEMPT_HEADER}"'
+            )
+        if not isinstance(metrics, bool):
+            raise ConfigError("metrics", metrics, "must be True or False", "metrics=False")
+        self.service = service
+        self.attempt_header = attempt_header.lower()
+        self._counter = _counter(registry) if metrics else None
+        self._routes = BoundedValues(MAX_ROUTES, OVERFLOW)
+
+    def open(self, header: str | bytes | None) -> Inbound:
+        """The `Inbound` of a request whose attempt header is ``header``."""
+        return Inbound(self.service, attempt_number(header))
+
+    def record(self, inbound: Inbound, route: str | None) -> None:
+        """Count the request under its route template (bounded) and attempt kind.
+
+        A metric that fails never changes the request's response.
+        """
+        counter = self._counter
+        if counter is None:
+            return
+        label = UNKNOWN_ROUTE if not route else self._routes(route)
+        try:
+            counter.labels(self.service, label, _kind(inbound.attempt)).inc()
+        except Exception:  # pragma: no cover - prometheus_client does not raise here
+            return
