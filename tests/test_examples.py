@@ -24,6 +24,8 @@ EXPECTED = {
     "config_policies.py": ["search: 200 after 2", "reports: 200 after 2", "payments: 200"],
     "telemetry_wiring.py": ['retrymw_calls_total{retrymw_outcome="success"', "'retrymw GET'"],
     "per_request_overrides.py": ["named policy: 200 after 2", "no retries: 503 after 1"],
+    "layers_starlette.py": ["orders: 200 after 1 attempt(s)", "inbound first: 3.0"],
+    "layers_flask.py": ["invoices: 200", "inbound first: 2.0", "inbound retry: 1.0"],
 }
 
 
