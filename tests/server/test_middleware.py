@@ -228,3 +228,24 @@ def test_an_asgi_app_behind_uvicorn_sees_its_request() -> None:
     with serve_asgi(RetryLayerMiddleware(app, service="u", metrics=False)) as url:
         assert httpx.get(url, headers={ATTEMPT_HEADER: "4"}).text == "ok"
     assert [(inbound.service, inbound.attempt) for inbound in seen] == [("u", 4)]
+
+
+async def test_asgi_answers_a_raising_handler_after_a_give_up() -> None:
+    """A bare ASGI app raising after a downstream give-up: the middleware sends a 500 with
+    x-should-retry: false, then re-raises for the server to log."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        _failing_downstream()
+        raise RuntimeError("handler bug")
+
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    middleware = RetryLayerMiddleware(app, service="svc", metrics=False)
+    with pytest.raises(RuntimeError):
+        await middleware({"type": "http", "headers": []}, None, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 500
+    assert (b"x-should-retry", b"false") in sent[0]["headers"]
+    assert sent[1]["body"] == b"Internal Server Error"
