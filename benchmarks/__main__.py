@@ -18,9 +18,15 @@ GroupFactory = Callable[[bool], list[Group]]
 
 
 def _factories() -> list[GroupFactory]:
-    from . import cases_core, cases_http, cases_memory, cases_telemetry
+    from . import cases_core, cases_http, cases_memory, cases_replay, cases_telemetry
 
-    return [cases_core.groups, cases_http.groups, cases_telemetry.groups, cases_memory.groups]
+    return [
+        cases_core.groups,
+        cases_http.groups,
+        cases_telemetry.groups,
+        cases_replay.groups,
+        cases_memory.groups,
+    ]
 
 
 def all_groups(quick: bool) -> list[Group]:

@@ -43,6 +43,8 @@ class _Spec:
     denominator: tuple[str, ...]
     kind: Kind
     bound: float
+    # When set, both sides are costs over this case, paired per round: (num - it) / (den - it).
+    minus: str | None = None
 
 
 # Within the noise: the paired ratio is within 3% of 1, or its interquartile range contains 1.
@@ -147,6 +149,70 @@ _SPECS = (
     ),
 )
 
+# Issue 18: observability at the cost of its primitives. The replayed primitives are frozen to
+# what retrymw called before the trims (benchmarks/cases_replay.py).
+_SPECS += tuple(
+    _Spec(title, group, (numerator,), (denominator,), "at_most", bound, minus)
+    for title, group, numerator, denominator, bound, minus in (
+        (
+            "coroutine success, Prometheus / today's Prometheus primitives replayed",
+            "replay-success",
+            "retrymw Prometheus",
+            "replay: Prometheus primitives",
+            1.3,
+            None,
+        ),
+        (
+            "coroutine success, OTel SDK / today's OTel primitives replayed",
+            "replay-success",
+            "retrymw OTel SDK",
+            "replay: OTel SDK primitives",
+            0.5,
+            None,
+        ),
+        (
+            "coroutine fail, fail, ok, OTel SDK / today's primitives replayed",
+            "replay-failure",
+            "retrymw OTel SDK",
+            "replay: OTel SDK primitives",
+            0.4,
+            None,
+        ),
+        (
+            "httpx 200, OTel SDK, cost over a bare client / the replay's cost over it",
+            "replay-httpx",
+            "retrymw AsyncRetryTransport + OTel SDK",
+            "replay: bare client + OTel SDK primitives",
+            0.55,
+            "bare AsyncClient",
+        ),
+        (
+            "Prometheus with a sampled span current / Prometheus alone",
+            "replay-success",
+            "retrymw Prometheus, sampled span current",
+            "retrymw Prometheus, no span current",
+            1.3,
+            None,
+        ),
+        (
+            "core failure path, no instruments / hand-written + sleep(0)",
+            "failure-async",
+            "Retrier.call budget=None",
+            "hand-written loop",
+            2.0,
+            None,
+        ),
+        (
+            "success path, no instruments / hand-written (hold)",
+            "success-async",
+            "Retrier.call",
+            "hand-written loop",
+            1.3,
+            None,
+        ),
+    )
+)
+
 
 def _goal(spec: _Spec) -> str:
     if spec.kind == "at_most":
@@ -166,7 +232,16 @@ def _evaluate(spec: _Spec, results: Mapping[str, GroupResult]) -> Target:
         return Target(spec.title, _goal(spec), "not run", None, None)
     num = min(top, key=lambda c: c.median)
     den = min(bottom, key=lambda c: c.median)
-    q1, ratio, q3 = paired_ratio(num.samples, den.samples)
+    if spec.minus is None:
+        q1, ratio, q3 = paired_ratio(num.samples, den.samples)
+    else:
+        base = group.case(spec.minus) if group else None
+        if base is None:
+            return Target(spec.title, _goal(spec), "not run", None, None)
+        q1, ratio, q3 = paired_ratio(
+            [n - b for n, b in zip(num.samples, base.samples, strict=True)],
+            [d - b for d, b in zip(den.samples, base.samples, strict=True)],
+        )
     figure = f"{ratio:.2f}{TIMES} (IQR {q1:.2f}{DASH}{q3:.2f})"
     if len(top) > 1:
         figure += f", {num.name}"
