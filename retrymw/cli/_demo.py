@@ -33,6 +33,7 @@ from ._common import (
     positive_int,
     rate,
 )
+from ._fleet_demo import add_fleet_arguments, run_fleet
 from ._report import Console, DemoStats, progress_line, summary
 from ._upstream import FlakyUpstream, Outage, UpstreamScript, parse_outage
 
@@ -109,6 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add("--upstream-port", type=port, default=0, metavar="PORT", help="(0: any free port)")
     add("--seed", type=int, metavar="N", help="make the upstream's draws repeatable")
+    add_fleet_arguments(parser)
     output = parser.add_argument_group("output")
     add = output.add_argument
     add("--metrics-host", default="127.0.0.1", metavar="HOST", help="(127.0.0.1)")
@@ -135,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
         from ..httpx import AsyncRetryTransport  # noqa: F401
     except ImportError:
         raise CliError("the demo needs httpx: pip install 'retrymw[httpx]'") from None
+    if args.fleet is not None:
+        if args.forever:
+            raise CliError("--fleet runs for a --duration, to compare the two groups at its end")
+        return run_fleet(args, _script(args))
     demo = _Demo(args)
     try:
         asyncio.run(demo.main())
@@ -151,6 +157,16 @@ def _outage(args: argparse.Namespace) -> Outage | None:
     return Outage(6.0, 5.0, every=60.0 if args.forever else None)
 
 
+def _script(args: argparse.Namespace) -> UpstreamScript:
+    return UpstreamScript(
+        failure_rate=args.failure_rate,
+        rate_limited=args.rate_limited,
+        retry_after=args.retry_after,
+        latency=args.latency,
+        outage=_outage(args),
+    )
+
+
 class _Demo:
     """One run of the demo: the upstream, the client, telemetry and the console."""
 
@@ -160,13 +176,7 @@ class _Demo:
             sys.stdout, tty=sys.stdout.isatty(), traces=args.traces, on_closed=self._reader_gone
         )
         self.stats = DemoStats(on_transition=self._on_transition)
-        self.script = UpstreamScript(
-            failure_rate=args.failure_rate,
-            rate_limited=args.rate_limited,
-            retry_after=args.retry_after,
-            latency=args.latency,
-            outage=_outage(args),
-        )
+        self.script = _script(args)
         self.upstream = FlakyUpstream(self.script, rng=Random(args.seed))
         self.started = time.monotonic()
         self.stop = asyncio.Event()
@@ -291,7 +301,10 @@ class _Demo:
                 instruments = self._instruments()
                 policy = self._policy()
                 self.transport = AsyncRetryTransport(
-                    policy=policy, breaker=self._breaker(), instruments=instruments
+                    policy=policy,
+                    breaker=self._breaker(),
+                    instruments=instruments,
+                    fleet=self._fleet(),
                 )
                 self.console.line(self._load_line(policy))
                 self.console.line("")
@@ -307,6 +320,16 @@ class _Demo:
                             await ticker
             finally:
                 await self.upstream.close()
+
+    def _fleet(self) -> Any:
+        """With ``--redis URL``: a `RedisFleet` sharing the budget and breaker (namespace demo)."""
+        if self.args.redis is None:
+            return None
+        from ..fleet import RedisFleet
+
+        self.fleet = RedisFleet(self.args.redis, namespace="demo")
+        self.console.line(f"fleet: budget and breaker shared on {redact_url(self.args.redis)}")
+        return self.fleet
 
     def _load_line(self, policy: Any) -> str:
         args = self.args
@@ -455,6 +478,9 @@ class _Demo:
         tracing = getattr(self, "tracing", None)
         if tracing is not None:
             tracing.shutdown()
+        fleet = getattr(self, "fleet", None)
+        if fleet is not None:
+            fleet.close()
         server = getattr(self, "_metrics_server", None)
         if server is not None:
             server.shutdown()

@@ -1,0 +1,116 @@
+"""``retrymw demo --fleet``: real client processes sharing a budget on a redis-server it starts.
+
+The runs are real (a redis-server, the upstream, four client processes) and bounded: a 3 s load
+with a 1 s outage. redis-server is stopped by its pid at the end, also after a Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retrymw.cli import main
+from tests.system import require_binary
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 120.0  # the longest a run may take; these take ~5-8 s
+RUN = ["--fleet", "2", "--duration", "3s", "--outage", "1s:1500ms", "--rate", "5"]
+AMPLIFICATION = r"fleet amplification, {}: (\d+\.\d{{3}})x"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RETRYMW_"))}
+    return {**env, "PYTHONIOENCODING": "utf-8", **extra}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _redis_pid(out: str) -> int:
+    found = re.search(r"redis: redis://127\.0\.0\.1:\d+/0 \(redis-server pid (\d+),", out)
+    assert found, out
+    return int(found.group(1))
+
+
+def test_fleet_demo_compares_shared_and_per_process_budgets() -> None:
+    require_binary("redis-server")
+    done = subprocess.run(
+        [sys.executable, "-m", "retrymw", "demo", *RUN],
+        capture_output=True, text=True, timeout=WAIT, cwd=REPO, env=_env(), check=False,
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 0, (out, done.stderr)
+    assert _gone(_redis_pid(out))
+    assert "upstream outage begins" in out
+    assert "upstream outage ends" in out
+    # Both groups reported, and each met the outage: 2 processes x 5 calls/s x 1.5 s.
+    row = r"^(shared budget \(fleet\)|per-process budgets) +2/2 +(\d+) +(\d+)"
+    rows = re.findall(row, out, re.MULTILINE)
+    assert len(rows) == 2, out
+    for _, calls, attempts in rows:
+        assert 10 <= int(calls) <= 20
+        assert int(calls) <= int(attempts) <= 4 * int(calls)
+    shared = re.search(AMPLIFICATION.format(r"shared budget \(fleet\)"), out)
+    alone = re.search(AMPLIFICATION.format("per-process budgets"), out)
+    assert shared, out
+    assert alone, out
+    # The amplification lines agree with the table's counts.
+    for (_, calls, attempts), line in zip(rows, (shared, alone), strict=True):
+        assert float(line.group(1)) == pytest.approx(int(attempts) / int(calls), abs=0.001)
+    assert re.search(r"^measured: sharing (made \d+ fewer|did not lower)", out, re.MULTILINE)
+    # The shared group's processes found each other on the store.
+    assert re.search(r"fleet health: 2 members seen, 0 degraded at the end, \d+ budget", out)
+
+
+def test_ctrl_c_stops_the_clients_and_redis_and_still_reports() -> None:
+    require_binary("redis-server")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "retrymw", "demo", *RUN[:2], "--duration", "30s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=_env(),
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        seen = []
+        for line in process.stdout:  # bounded: the run ends after 30 s anyway
+            seen.append(line)
+            if line.startswith("clients:"):
+                break
+        os.kill(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+    out = "".join(seen) + rest
+    assert process.returncode == 0, out
+    assert "stopping: the clients finish their calls in flight" in out
+    assert "fleet summary" in out
+    assert _gone(_redis_pid(out))
+
+
+def test_a_missing_redis_server_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server there
+    assert main(["demo", "--fleet", "2", "--duration", "1s"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "apt-get install redis-server" in err
+    assert "--redis URL" in err
+    assert err.count("\n") == 1
+
+
+def test_fleet_wants_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--fleet", "2", "--forever"]) == 1
+    assert "--fleet runs for a --duration" in capsys.readouterr().err
