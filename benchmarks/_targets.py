@@ -203,7 +203,7 @@ _SPECS += tuple(
             None,
         ),
         (
-            "success path, no instruments / hand-written (hold)",
+            "success path, no instruments / hand-written (kept)",
             "success-async",
             "Retrier.call",
             "hand-written loop",
