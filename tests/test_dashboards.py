@@ -447,9 +447,11 @@ def _mounts(service: str) -> dict[str, Path]:
     return mounts
 
 
-def test_compose_has_the_five_services():
-    """demo, prometheus, grafana, otel-collector and jaeger, with pinned images."""
-    assert set(SERVICES) == {"demo", "prometheus", "grafana", "otel-collector", "jaeger"}
+def test_compose_has_the_seven_services():
+    """demo, the fleet and its valkey, prometheus, grafana, otel-collector and jaeger, pinned."""
+    assert set(SERVICES) == {
+        "demo", "fleet", "valkey", "prometheus", "grafana", "otel-collector", "jaeger",
+    }  # fmt: skip
     for name, service in SERVICES.items():
         if "image" in service:
             image, _, tag = service["image"].rpartition(":")
@@ -470,6 +472,7 @@ def test_every_published_port_is_loopback_only():
 
 def test_every_file_the_stack_references_exists():
     """Build context, Dockerfile, its COPY sources and every bind-mounted host path exist."""
+    assert SERVICES["fleet"]["build"] == SERVICES["demo"]["build"]
     build = SERVICES["demo"]["build"]
     context = (harness.DOCKER / build["context"]).resolve()
     dockerfile = context / build["dockerfile"]
@@ -521,7 +524,7 @@ def test_prometheus_scrapes_the_demo_where_it_listens():
     targets = [
         t
         for job in PROMETHEUS_CONFIG["scrape_configs"]
-        for s in job["static_configs"]
+        for s in job.get("static_configs", [])
         for t in s["targets"]
     ]
     assert f"demo:{port}" in targets
@@ -540,6 +543,61 @@ def test_the_demo_command_is_one_the_cli_accepts():
         assert args.command == "demo"
         assert args.forever is True
         assert (args.metrics_host, args.metrics_port) == ("0.0.0.0", 9464)
+
+
+def _demo_args(service: str) -> Any:
+    from retrymw.cli import build_parser
+
+    command = SERVICES[service]["command"]
+    assert command[0] == "retrymw"
+    return build_parser().parse_args(command[1:])
+
+
+def test_the_fleet_replicas_share_the_valkey_service():
+    """Several replicas of the demo, each joining the valkey service's Redis with --redis."""
+    fleet = SERVICES["fleet"]
+    assert fleet["deploy"]["replicas"] >= 2
+    assert "ports" not in fleet  # replicas cannot share a host port; Prometheus finds them by DNS
+    args = _demo_args("fleet")
+    assert args.command == "demo"
+    assert args.forever is True
+    assert args.fleet is None  # each replica is one member; the fleet is the replicas
+    # Budgets are shared per host:port: every replica's upstream listens on the same port.
+    assert args.upstream_port != 0
+    host = re.fullmatch(r"redis://([\w-]+):(\d+)/0", args.redis)
+    assert host is not None, args.redis
+    assert host[1] == "valkey"
+    assert host[1] in fleet["depends_on"]
+    # Valkey listens on its default port, in memory only.
+    valkey = SERVICES["valkey"]
+    assert host[2] == "6379"
+    assert valkey["image"].startswith("valkey/valkey:")
+    command = valkey["command"]
+    assert command[0] == "valkey-server"
+    assert command[command.index("--save") + 1] == ""
+    assert command[command.index("--appendonly") + 1] == "no"
+    # The same outage script as the single demo, so both tell the same story.
+    assert args.outage == _demo_args("demo").outage
+    endpoint = SERVICES["demo"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert SERVICES["fleet"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+
+
+def test_prometheus_scrapes_every_fleet_replica():
+    """A DNS service-discovery job resolves the fleet service's replicas on their metrics port."""
+    args = _demo_args("fleet")
+    assert args.metrics_host == "0.0.0.0"
+    (job,) = [
+        job
+        for job in PROMETHEUS_CONFIG["scrape_configs"]
+        for sd in job.get("dns_sd_configs", [])
+        if "fleet" in sd["names"]
+    ]
+    (sd,) = job["dns_sd_configs"]
+    assert sd["type"] == "A"
+    assert sd["port"] == args.metrics_port
+    assert "fleet" in SERVICES["prometheus"]["depends_on"]
+    names = [job["job_name"] for job in PROMETHEUS_CONFIG["scrape_configs"]]
+    assert len(names) == len(set(names))
 
 
 def test_grafana_datasources_point_at_the_services():

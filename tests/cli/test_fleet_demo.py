@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from retrymw.cli import main
+from tests.redis_server import redis_server
 from tests.system import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,3 +115,27 @@ def test_a_missing_redis_server_is_one_clear_line(
 def test_fleet_wants_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--fleet", "2", "--forever"]) == 1
     assert "--fleet runs for a --duration" in capsys.readouterr().err
+
+
+def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
+    """``retrymw demo --redis URL`` (the compose replicas): its budget and breaker live there."""
+    import redis
+
+    with redis_server(tmp_path) as server:
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "retrymw", "demo", "--redis", server.url,
+                "--duration", "2s", "--outage", "none", "--metrics-port", "0", "--traces", "none",
+            ],
+            capture_output=True, text=True, timeout=WAIT, cwd=REPO, env=_env(), check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert f"fleet: budget and breaker shared on {server.url}" in done.stdout
+        client = redis.Redis.from_url(server.url)
+        try:
+            keys = {key.decode() for key in client.keys("retrymw:{demo:*")}
+        finally:
+            client.close()
+    # The breaker is shared under its name, the host's budget under host:port.
+    assert "retrymw:{demo:upstream}:breaker" in keys, keys
+    assert any(re.fullmatch(r"retrymw:\{demo:127\.0\.0\.1:\d+\}:budget", key) for key in keys)
