@@ -305,8 +305,9 @@ def _spans_table() -> str:
         f"{keys(call_end)} |",
         f"| the HTTP method (`GET`; `{names.SPAN_HTTP_OTHER}` for an unknown one) | CLIENT span, "
         f"one per HTTP attempt | {keys(http)} |",
-        f"| `{names.SPAN_ATTEMPT}` | INTERNAL span, one per coroutine attempt | {keys(attempt)} |",
-        f"| `{names.SPAN_BACKOFF}` | INTERNAL span, one per sleep | {keys(backoff)} |",
+        f"| `{names.SPAN_ATTEMPT}` | INTERNAL span, one per coroutine attempt of a call that "
+        f"was retried | {keys(attempt)} |",
+        f"| `{names.EVENT_BACKOFF}` | event on the call span, one per wait | {keys(backoff)} |",
         f"| `{names.EVENT_RETRY_DENIED}` | event on the call span | "
         f"{keys((names.ATTR_REASON, names.ATTR_ATTEMPT))} |",
         f"| `{names.EVENT_CIRCUIT_STATE_CHANGE}` | event on the current call span, if any | "
@@ -318,8 +319,9 @@ def _spans_table() -> str:
         details = (names.ATTR_EXCEPTION_TYPE, names.ATTR_EXCEPTION_MESSAGE)
         trace = names.ATTR_EXCEPTION_STACKTRACE
         rows.append(
-            f"| `{exception}` | event on an attempt span whose attempt raised | {keys(details)} "
-            f"(redacted), `{trace}` (redacted) |"
+            f"| `{exception}` | event on an attempt span whose attempt raised (on the call span "
+            f"when the call made one attempt) | {keys(details)} (redacted); `{trace}` (redacted) "
+            "only for the exception that ends the call |"
         )
     return "\n".join(rows)
 

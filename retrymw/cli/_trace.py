@@ -100,16 +100,21 @@ def _summarise(call: ReadableSpan, children: list[ReadableSpan]) -> CallTrace:
     timed: list[tuple[int, str]] = []
     for child in children:
         values = child.attributes or {}
-        if child.name == names.SPAN_BACKOFF:
+        result = values.get(names.ATTR_HTTP_STATUS_CODE) or values.get(names.ATTR_ERROR_TYPE)
+        label = "ok" if result is None else str(result)
+        timed.append((child.start_time or 0, f"{label} {human_duration(_seconds(child))}"))
+    if not children and attributes.get(names.ATTR_ATTEMPT_COUNT) == 1:
+        # A coroutine call that was not retried has no attempt span: the call was the attempt.
+        result = None if attributes.get(names.ATTR_OUTCOME) == "success" else "error"
+        label = "ok" if result is None else str(attributes.get(names.ATTR_ERROR_TYPE, result))
+        timed.append((call.start_time or 0, f"{label} {human_duration(_seconds(call))}"))
+    for event in call.events:
+        if event.name == names.EVENT_BACKOFF:  # waits are events on the call span
+            values = event.attributes or {}
             delay = float(str(values.get(names.ATTR_BACKOFF_DELAY, 0.0)))
             hint = " (Retry-After)" if names.ATTR_RETRY_AFTER in values else ""
-            timed.append((child.start_time or 0, f"wait {human_duration(delay)}{hint}"))
-        else:
-            result = values.get(names.ATTR_HTTP_STATUS_CODE) or values.get(names.ATTR_ERROR_TYPE)
-            label = "ok" if result is None else str(result)
-            timed.append((child.start_time or 0, f"{label} {human_duration(_seconds(child))}"))
-    for event in call.events:
-        if event.name == names.EVENT_RETRY_DENIED:
+            timed.append((event.timestamp, f"wait {human_duration(delay)}{hint}"))
+        elif event.name == names.EVENT_RETRY_DENIED:
             reason = (event.attributes or {}).get(names.ATTR_REASON, "?")
             timed.append((event.timestamp, f"retry denied: {reason}"))
     timed.sort(key=lambda item: item[0])

@@ -148,14 +148,18 @@ SPAN_CALL = "retrymw {operation}"
 #: named by the HTTP semantic conventions: the method (``GET``), or ``HTTP`` for unknown methods.
 SPAN_ATTEMPT = "retrymw.attempt {operation}"
 SPAN_HTTP_OTHER = "HTTP"
-#: Each backoff sleep: INTERNAL.
-SPAN_BACKOFF = "retrymw.backoff"
+#: Each backoff wait: an event on the call span, at the start of the wait (a span per sleep cost
+#: as much as the attempt it separated; the next attempt's span starts where the wait ends).
+EVENT_BACKOFF = "retrymw.backoff"
+#: The name backoff waits had as INTERNAL spans, before they became `EVENT_BACKOFF` events.
+SPAN_BACKOFF = EVENT_BACKOFF
 #: On the call span: a retryable failure got no retry (``retrymw.reason``, ``retrymw.attempt``).
 EVENT_RETRY_DENIED = "retrymw.retry.denied"
 #: On the current call span, if any: a breaker transition (circuit, previous state, state).
 EVENT_CIRCUIT_STATE_CHANGE = "retrymw.circuit.state_change"
-#: On an attempt span whose attempt raised (semconv): ``exception.type``, ``.message`` (redacted)
-#: and ``.stacktrace`` (redacted).
+#: On an attempt span whose attempt raised (semconv): ``exception.type``, ``.message`` (redacted),
+#: and for the exception that ends the call ``.stacktrace`` (redacted); a retried exception is
+#: recorded without its stack trace. A call that made one attempt records it on the call span.
 EVENT_EXCEPTION = "exception"
 
 # -- metrics --------------------------------------------------------------------------------------

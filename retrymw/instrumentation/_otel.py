@@ -79,7 +79,7 @@ class _Scope:
     is this instrument's current call or attempt while the block runs.
     """
 
-    __slots__ = ("_context", "_token", "_var", "_var_token", "http", "span")
+    __slots__ = ("_context", "_token", "_var", "_var_token", "first_attempt_at", "http", "span")
 
     def __init__(
         self,
@@ -90,6 +90,8 @@ class _Scope:
     ) -> None:
         self.span = span
         self.http = http
+        # A call scope: when its first attempt started (ns), while that attempt has no span.
+        self.first_attempt_at: int | None = None
         self._context = context
         self._var = var
 
@@ -117,13 +119,15 @@ def _end(span: Span, error: BaseException | None) -> None:
     span.end()
 
 
-def _record_exception(span: Span, error: BaseException) -> None:
+def _record_exception(span: Span, error: BaseException, stacktrace: bool = True) -> None:
     """``span.record_exception(error)``, with its message and stack trace redacted.
 
     The SDK's own version writes ``str(error)`` and the formatted traceback as they are: for
     httpx's status errors that is the URL with its credentials and query, and an exception whose
     ``__str__`` raises would make it raise (and disable this instrument). The attributes are the
-    semantic conventions' ``exception.*``.
+    semantic conventions' ``exception.*``. Without ``stacktrace`` (a retried exception: the
+    call went on) only the type and message are written: formatting a traceback cost more than
+    the attempt span it went on.
     """
     try:
         kind = type(error)
@@ -135,19 +139,18 @@ def _record_exception(span: Span, error: BaseException) -> None:
         )
     except Exception:  # a hostile metaclass: the event still goes out
         name = "Exception"
-    try:
-        # The traceback module formats a failing __str__ as "<exception str() failed>".
-        stacktrace = "".join(traceback.format_exception(error))
-    except Exception:  # pragma: no cover - defensive: the message and type still go out
-        stacktrace = ""
-    span.add_event(
-        names.EVENT_EXCEPTION,
-        {
-            names.ATTR_EXCEPTION_TYPE: name,
-            names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
-            names.ATTR_EXCEPTION_STACKTRACE: redact_text(stacktrace),
-        },
-    )
+    attributes = {
+        names.ATTR_EXCEPTION_TYPE: name,
+        names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
+    }
+    if stacktrace:
+        try:
+            # The traceback module formats a failing __str__ as "<exception str() failed>".
+            text = "".join(traceback.format_exception(error))
+        except Exception:  # pragma: no cover - defensive: the message and type still go out
+            text = ""
+        attributes[names.ATTR_EXCEPTION_STACKTRACE] = redact_text(text)
+    span.add_event(names.EVENT_EXCEPTION, attributes)
 
 
 class OpenTelemetryInstrument(Instrument):
@@ -304,9 +307,15 @@ class OpenTelemetryInstrument(Instrument):
                     names.ATTR_URL_SCHEME: url.scheme,
                 }
             )
-        if self._call.get() is None:  # no call span: nobody listened when the call started
+        call = self._call.get()
+        if call is None:  # no call span: nobody listened when the call started
             return None
         if request is None:
+            if event.attempt == 1:
+                # One span per call while nothing is retried: the first attempt gets its span
+                # only if it is retried (started then at this time), see `attempt_finished`.
+                call.first_attempt_at = time.time_ns()
+                return None
             span = self._tracer.start_span(
                 names.SPAN_ATTEMPT.format(operation=event.operation),
                 kind=SpanKind.INTERNAL,
@@ -362,6 +371,10 @@ class OpenTelemetryInstrument(Instrument):
                 elif event.status is not None and event.status >= 400:
                     http[names.ATTR_ERROR_TYPE] = str(event.status)
                 self._http_duration.record(event.duration, http)
+        call = self._call.get()
+        if call is not None and call.first_attempt_at is not None:
+            self._first_attempt_finished(call, event)
+            return
         scope = self._attempt.get()
         if scope is None or not scope.span.is_recording():
             return
@@ -382,20 +395,53 @@ class OpenTelemetryInstrument(Instrument):
         else:
             error_type = None if event.attempt_outcome == "success" else event.error_type
         if isinstance(event.exception, Exception):
-            _record_exception(span, event.exception)
+            _record_exception(span, event.exception, event.attempt_outcome != "retried")
         if error_type is not None:
             span.set_attribute(names.ATTR_ERROR_TYPE, error_type)
             span.set_status(_ERROR)
 
-    def retry_scheduled(self, event: RetryScheduled, /) -> _Scope | None:
-        """Record the backoff metrics and span the sleep with ``retrymw.backoff``."""
+    def _first_attempt_finished(self, call: _Scope, event: AttemptFinished) -> None:
+        """A coroutine's first attempt ended without a span of its own.
+
+        Retried: its attempt span is written now, from the attempt's start, so that every
+        attempt of a retried call has one. Not retried: the call made one attempt, and the call
+        span says everything (an exception that ends the call is recorded on it in full).
+        """
+        started, call.first_attempt_at = call.first_attempt_at, None
+        if not call.span.is_recording():
+            return
+        error = event.exception
+        if event.attempt_outcome != "retried":
+            if isinstance(error, Exception):
+                _record_exception(call.span, error)
+            return
+        attributes: dict[str, Any] = {
+            names.ATTR_ATTEMPT: event.attempt,
+            names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome,
+        }
+        if event.error_type is not None:
+            attributes[names.ATTR_ERROR_TYPE] = event.error_type
+        span = self._tracer.start_span(
+            names.SPAN_ATTEMPT.format(operation=event.operation),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=started,
+        )
+        if isinstance(error, Exception):
+            _record_exception(span, error, stacktrace=False)
+        span.set_status(_ERROR)
+        span.end()
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> None:
+        """Record the backoff metrics and a ``retrymw.backoff`` event on the call span."""
         if self._meters():
             attributes = self._labels(event.policy, event.target)
             self._backoff.record(event.delay, attributes)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
-        if self._call.get() is None:
-            return None
+        scope = self._call.get()
+        if scope is None or not scope.span.is_recording():
+            return
         span_attributes: dict[str, Any] = {
             names.ATTR_BACKOFF_DELAY: event.delay,
             names.ATTR_ATTEMPT: event.attempt + 1,
@@ -405,10 +451,9 @@ class OpenTelemetryInstrument(Instrument):
             span_attributes[names.ATTR_RETRY_AFTER] = event.retry_after
             if event.retry_after_header is not None:
                 span_attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
-        span = self._tracer.start_span(
-            names.SPAN_BACKOFF, kind=SpanKind.INTERNAL, attributes=span_attributes
-        )
-        return _Scope(span)  # not made current: only the sleep runs inside
+        # An event at the start of the wait, not a span per sleep: the next attempt's span
+        # starts where the wait ends.
+        scope.span.add_event(names.EVENT_BACKOFF, span_attributes)
 
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denial and add ``retrymw.retry.denied`` to the call span."""

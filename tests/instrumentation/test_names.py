@@ -253,10 +253,14 @@ async def test_every_span_name_and_attribute_comes_from_names(clock: FakeClock) 
         await run_scenario(str(scenario), clock, [instrument])
         await run_http_scenario(str(scenario), clock, [instrument])
     declared = {v for k, v in vars(names).items() if k.startswith("ATTR_")}
-    events = {names.EVENT_RETRY_DENIED, names.EVENT_CIRCUIT_STATE_CHANGE, "exception"}
+    events = {
+        names.EVENT_RETRY_DENIED,
+        names.EVENT_CIRCUIT_STATE_CHANGE,
+        names.EVENT_BACKOFF,
+        "exception",
+    }
     span_names = {names.SPAN_CALL.format(operation=op) for op in ("fetch", "GET", "POST")} | {
         names.SPAN_ATTEMPT.format(operation="fetch"),
-        names.SPAN_BACKOFF,
         "GET",
         "POST",
     }

@@ -1,0 +1,185 @@
+"""Issue 18: telemetry that costs what it emits. What is and is not emitted in each case.
+
+- a call that was not retried is one span (no attempt span), HTTP keeps its CLIENT span;
+- a retried call has a span per attempt (the first one written when it is retried);
+- backoff waits are ``retrymw.backoff`` events on the call span, never spans;
+- a retried exception is recorded as type and message; the one ending the call keeps its
+  (redacted) stack trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from retrymw import RetryPolicy
+from retrymw.httpx import AsyncRetryTransport
+from retrymw.instrumentation import OpenTelemetryInstrument
+from retrymw.instrumentation import _names as names
+from retrymw.testing import FakeClock
+from tests.instrumentation import POLICY, retrier
+
+pytestmark = pytest.mark.anyio
+
+SECRET_URL = "http://user:hunter2@api.test/x?token=abc"
+
+
+@dataclass
+class Spans:
+    exporter: InMemorySpanExporter
+    instrument: OpenTelemetryInstrument
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield Spans(exporter, OpenTelemetryInstrument(tracer_provider=provider))
+    provider.shutdown()
+
+
+def _events(span: ReadableSpan, name: str) -> list[dict[str, Any]]:
+    return [dict(event.attributes or {}) for event in span.events if event.name == name]
+
+
+def _flaky(failures: int, error: type[Exception] = ConnectionError) -> Any:
+    calls = [0]
+
+    async def fetch() -> str:
+        calls[0] += 1
+        if calls[0] <= failures:
+            raise error(f"refused by {SECRET_URL} (attempt {calls[0]})")
+        return "ok"
+
+    return fetch
+
+
+async def test_success_first_try_is_one_span(spans: Spans, clock: FakeClock) -> None:
+    """Nothing retried: the call span alone, with its outcome; no attempt span, no event."""
+    assert await retrier(clock, [spans.instrument]).call(_flaky(0)) == "ok"
+    (call,) = spans.finished()
+    assert call.name == "retrymw fetch"
+    assert call.attributes is not None
+    assert call.attributes[names.ATTR_OUTCOME] == "success"
+    assert call.attributes[names.ATTR_ATTEMPT_COUNT] == 1
+    assert list(call.events) == []
+
+
+async def test_retried_call_has_attempt_spans_and_backoff_events(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """Fail, fail, ok: three attempt spans (the first from its own start), waits as events."""
+    assert await retrier(clock, [spans.instrument]).call(_flaky(2)) == "ok"
+    finished = spans.finished()
+    assert [span.name for span in finished] == [
+        "retrymw.attempt fetch",
+        "retrymw.attempt fetch",
+        "retrymw.attempt fetch",
+        "retrymw fetch",
+    ]
+    assert names.EVENT_BACKOFF not in {span.name for span in finished}  # no span per sleep
+    *attempts, call = finished
+    assert all(span.parent is not None for span in attempts)
+    assert {span.parent.span_id for span in attempts if span.parent} == {call.context.span_id}
+    assert [(span.attributes or {})[names.ATTR_ATTEMPT] for span in attempts] == [1, 2, 3]
+    outcomes = [(span.attributes or {})[names.ATTR_ATTEMPT_OUTCOME] for span in attempts]
+    assert outcomes == ["retried", "retried", "success"]
+    assert [span.status.status_code for span in attempts] == [
+        StatusCode.ERROR,
+        StatusCode.ERROR,
+        StatusCode.UNSET,
+    ]
+    # The first attempt's span covers that attempt: it starts with the call, before the wait.
+    assert call.start_time is not None
+    assert attempts[0].start_time is not None
+    assert call.start_time <= attempts[0].start_time <= (attempts[0].end_time or 0)
+    assert (attempts[0].end_time or 0) <= (attempts[1].start_time or 0)
+    waits = _events(call, names.EVENT_BACKOFF)
+    assert [wait[names.ATTR_ATTEMPT] for wait in waits] == [2, 3]
+    assert all(wait[names.ATTR_ERROR_TYPE] == "ConnectionError" for wait in waits)
+    assert all(isinstance(wait[names.ATTR_BACKOFF_DELAY], float) for wait in waits)
+    for attempt in attempts[:2]:
+        (exception,) = _events(attempt, names.EVENT_EXCEPTION)
+        assert exception[names.ATTR_EXCEPTION_TYPE] == "ConnectionError"
+        assert "refused by" in str(exception[names.ATTR_EXCEPTION_MESSAGE])
+        assert "hunter2" not in str(exception[names.ATTR_EXCEPTION_MESSAGE])  # still redacted
+        assert names.ATTR_EXCEPTION_STACKTRACE not in exception  # retried: no stack trace
+    assert _events(attempts[2], names.EVENT_EXCEPTION) == []
+
+
+async def test_exhausted_call_keeps_the_escaping_stack_trace(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """The exception that ends the call is recorded in full (redacted), the retried ones not."""
+    with pytest.raises(ConnectionError):
+        await retrier(clock, [spans.instrument]).call(_flaky(5))
+    *attempts, call = spans.finished()
+    assert len(attempts) == 3
+    traces = [
+        _events(span, names.EVENT_EXCEPTION)[0].get(names.ATTR_EXCEPTION_STACKTRACE)
+        for span in attempts
+    ]
+    assert traces[:2] == [None, None]
+    assert "fetch" in str(traces[2])
+    assert "hunter2" not in str(traces[2])
+    assert [(span.attributes or {})[names.ATTR_ATTEMPT_OUTCOME] for span in attempts][-1] == (
+        "failed"
+    )
+    assert call.status.status_code is StatusCode.ERROR
+    assert len(_events(call, names.EVENT_BACKOFF)) == 2
+
+
+async def test_one_attempt_that_fails_is_recorded_on_the_call_span(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """Not retried (not a retryable error): one span, carrying the exception with its trace."""
+    policy = RetryPolicy(name=POLICY, attempts=3, retry_on=[ConnectionError])
+    with pytest.raises(KeyError):
+        await retrier(clock, [spans.instrument], policy=policy).call(_flaky(1, KeyError))
+    (call,) = spans.finished()
+    (exception,) = _events(call, names.EVENT_EXCEPTION)
+    assert exception[names.ATTR_EXCEPTION_TYPE] == "KeyError"
+    assert "fetch" in str(exception[names.ATTR_EXCEPTION_STACKTRACE])
+    assert call.status.status_code is StatusCode.ERROR
+    assert (call.attributes or {})[names.ATTR_ERROR_TYPE] == "KeyError"
+
+
+async def test_http_keeps_a_client_span_per_attempt(spans: Spans, clock: FakeClock) -> None:
+    """HTTP 200: the call span and the semantic-convention CLIENT span; 503, 200: two of them."""
+    statuses = [200, 503, 200]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(statuses.pop(0))
+
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(handler),
+        policy=RetryPolicy(name=POLICY, attempts=3),
+        instruments=[spans.instrument],
+        clock=clock,
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get("http://api.test/a")).status_code == 200
+        first = [(span.name, span.kind) for span in spans.finished()]
+        spans.exporter.clear()
+        assert (await client.get("http://api.test/b")).status_code == 200
+    assert first == [("GET", SpanKind.CLIENT), ("retrymw GET", SpanKind.INTERNAL)]
+    finished = spans.finished()
+    assert [(span.name, span.kind) for span in finished] == [
+        ("GET", SpanKind.CLIENT),
+        ("GET", SpanKind.CLIENT),
+        ("retrymw GET", SpanKind.INTERNAL),
+    ]
+    (wait,) = _events(finished[-1], names.EVENT_BACKOFF)
+    assert wait[names.ATTR_ERROR_TYPE] == "503"
