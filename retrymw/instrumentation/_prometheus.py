@@ -53,14 +53,25 @@ def _exemplar_reader() -> Callable[[], Exemplar | None]:
     except ImportError:
         return _no_exemplar
 
+    # The last span context seen and its exemplar: the events of one call (and of the calls
+    # made under one request span) read the same current span, so the ids are formatted once
+    # per span rather than once per update. One tuple, swapped whole: safe across threads.
+    last: list[tuple[object, Exemplar | None]] = [(None, None)]
+
     def exemplar() -> Exemplar | None:
         context = get_current_span().get_span_context()
+        seen, value = last[0]
+        if context is seen:
+            return value
         if not context.trace_flags.sampled:  # also false for the invalid (no-span) context
-            return None
-        return {
-            "trace_id": format(context.trace_id, "032x"),
-            "span_id": format(context.span_id, "016x"),
-        }
+            value = None
+        else:
+            value = {
+                "trace_id": format(context.trace_id, "032x"),
+                "span_id": format(context.span_id, "016x"),
+            }
+        last[0] = (context, value)
+        return value
 
     return exemplar
 
@@ -476,10 +487,11 @@ class PrometheusInstrument(Instrument):
 
     Instruments on the same registry share one set of collectors, label children and label
     caps, so creating several (one per `Retrier`, say) never raises "Duplicated timeseries".
-    Counters and histograms carry a ``trace_id``/``span_id`` exemplar when a sampled
-    OpenTelemetry span is current (visible in the OpenMetrics exposition that Prometheus
-    scrapes by default). ``retrymw_target`` keeps its first 100 values per registry and reports
-    later ones as ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
+    The latency histograms (call, attempt and backoff durations) carry a
+    ``trace_id``/``span_id`` exemplar when a sampled OpenTelemetry span is current (visible in
+    the OpenMetrics exposition that Prometheus scrapes by default); counters carry none.
+    ``retrymw_target`` keeps its first 100 values per registry and reports later ones as
+    ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
 
     Under prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), counters and
     histograms are summed over workers, ``retrymw_retry_budget_available`` reports the lowest
@@ -513,9 +525,8 @@ class PrometheusInstrument(Instrument):
         children = metrics.attempt_children.get(key)
         if children is None:
             children = metrics.attempt(*key)
-        exemplar = _exemplar()
-        children[0].inc(1, exemplar)
-        children[1].observe(event.duration, exemplar)
+        children[0].inc(1)  # exemplars go on the latency histograms only (DESIGN §6)
+        children[1].observe(event.duration, _exemplar())
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Observe the backoff delay and the budget's tokens."""
@@ -533,7 +544,7 @@ class PrometheusInstrument(Instrument):
         child = metrics.denied_children.get((event.policy, event.target, event.reason))
         if child is None:
             child = metrics.denied_of(event.policy, event.target, event.reason)
-        child.inc(1, _exemplar())
+        child.inc(1)
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
 
@@ -544,10 +555,9 @@ class PrometheusInstrument(Instrument):
         children = metrics.call_children.get(key)
         if children is None:
             children = metrics.call(*key)
-        exemplar = _exemplar()
-        children[0].inc(1, exemplar)
-        children[1].observe(event.duration, exemplar)
-        children[2].observe(event.attempts, exemplar)
+        children[0].inc(1)
+        children[1].observe(event.duration, _exemplar())
+        children[2].observe(event.attempts)
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:
@@ -569,7 +579,7 @@ class PrometheusInstrument(Instrument):
                 metrics.transitions.labels(circuit, previous, current)
         if metrics.multiprocess:
             metrics.refresh(("", circuit))
-        metrics.transitions.labels(circuit, event.previous_state, event.state).inc(1, _exemplar())
+        metrics.transitions.labels(circuit, event.previous_state, event.state).inc(1)
         for state in names.CIRCUIT_STATES:
             metrics.circuit_state.labels(circuit, state).set(1 if state == event.state else 0)
 

@@ -183,3 +183,31 @@ async def test_http_keeps_a_client_span_per_attempt(spans: Spans, clock: FakeClo
     ]
     (wait,) = _events(finished[-1], names.EVENT_BACKOFF)
     assert wait[names.ATTR_ERROR_TYPE] == "503"
+
+
+async def test_exemplars_follow_the_current_span(clock: FakeClock) -> None:
+    """The exemplar cache never serves a previous span's ids, nor ids for an unsampled span."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.openmetrics.exposition import generate_latest
+
+    from retrymw.instrumentation import PrometheusInstrument
+
+    provider, unsampled = TracerProvider(), TracerProvider(sampler=ALWAYS_OFF)
+    seen: list[set[str]] = []
+    for tracer in (provider.get_tracer("a"), provider.get_tracer("b"), unsampled.get_tracer("c")):
+        registry = CollectorRegistry()
+        with tracer.start_as_current_span("request") as span:
+            await retrier(clock, [PrometheusInstrument(registry)]).call(_flaky(1))
+        text = generate_latest(registry).decode()
+        ids = {part.split('"', 1)[0] for part in text.split('trace_id="')[1:]}
+        assert "retrymw_calls_total" not in {
+            line.split("{", 1)[0] for line in text.splitlines() if " # {" in line
+        }  # counters carry no exemplar
+        seen.append(ids)
+        if span.get_span_context().trace_flags.sampled:
+            assert ids == {format(span.get_span_context().trace_id, "032x")}
+    assert seen[2] == set()
+    assert seen[0] != seen[1]
+    provider.shutdown()
+    unsampled.shutdown()
