@@ -199,7 +199,7 @@ async def test_exemplars_follow_the_current_span(clock: FakeClock) -> None:
         registry = CollectorRegistry()
         with tracer.start_as_current_span("request") as span:
             await retrier(clock, [PrometheusInstrument(registry)]).call(_flaky(1))
-        text = generate_latest(registry).decode()
+        text = generate_latest(registry).decode()  # type: ignore[no-untyped-call]
         ids = {part.split('"', 1)[0] for part in text.split('trace_id="')[1:]}
         assert "retrymw_calls_total" not in {
             line.split("{", 1)[0] for line in text.splitlines() if " # {" in line
