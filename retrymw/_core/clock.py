@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
@@ -10,6 +11,7 @@ from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import anyio
+from sniffio import current_async_library
 
 __all__ = [
     "SYSTEM_CLOCK",
@@ -69,7 +71,14 @@ class SystemClock:
     async def sleep(self, seconds: float) -> None:
         """See `Clock.sleep`."""
         clock = _default_clock
-        await (anyio.sleep(seconds) if clock is None else clock.sleep(seconds))
+        if clock is not None:
+            await clock.sleep(seconds)
+        elif current_async_library() == "asyncio":
+            # The loop's own sleep: anyio's adds a backend lookup and nothing else on asyncio
+            # (cancel scopes cancel the task either way), about 2.5 µs per wait.
+            await asyncio.sleep(seconds)
+        else:
+            await anyio.sleep(seconds)
 
     def sleep_sync(self, seconds: float) -> None:
         """See `Clock.sleep_sync`."""

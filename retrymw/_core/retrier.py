@@ -328,13 +328,17 @@ class Retrier:
                         self._record_success(operation, fn)
                     return result
             except Exception as error:
-                return await self.execute_async(
-                    async_attempt(fn, args, kwargs),
-                    operation=operation or operation_name(fn),
-                    first_error=error,
-                    since=since,
-                )
-            raise sync_result_error(fn, awaitable)  # never retried
+                first = error
+            else:
+                raise sync_result_error(fn, awaitable)  # never retried
+            # Outside the except block: the retries' exceptions must not carry the first one
+            # as their __context__ ("During handling of the above exception...").
+            return await self.execute_async(
+                async_attempt(fn, args, kwargs),
+                operation=operation or operation_name(fn),
+                first_error=first,
+                since=since,
+            )
         return await self.execute_async(
             async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
         )
@@ -346,13 +350,17 @@ class Retrier:
         plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
         if plain:
             since = next_serial()  # what is marked after this was marked inside this call
+            first: Exception | None = None
             try:
                 result = fn(*args, **kwargs)
             except Exception as error:
+                first = error
+            if first is not None:
+                # Outside the except block, as in `_call_async`: no accidental chaining.
                 return self.execute_sync(
                     sync_attempt(fn, args, kwargs),
                     operation=operation or operation_name(fn),
-                    first_error=error,
+                    first_error=first,
                     since=since,
                 )
             if type(result) in SUSPECT_RESULTS:

@@ -1,0 +1,77 @@
+"""Issue 18: the core failure path's cost trims keep behaviour.
+
+- the retries of a call whose first attempt ran on the plain path do not chain to it;
+- the system clock sleeps with the event loop's own sleep on asyncio (anyio's elsewhere), and
+  a cancel scope still cancels a backoff wait.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from retrymw import Retrier, RetryPolicy
+
+pytestmark = pytest.mark.anyio
+
+
+def _policy(delay: float = 0.0) -> RetryPolicy:
+    return RetryPolicy(attempts=3, backoff="fixed", initial_delay=delay, jitter=False)
+
+
+async def test_async_retries_do_not_chain_to_the_first_attempt() -> None:
+    """No instruments, no budget: the first attempt is plain; the last error has no context."""
+    raised: list[ValueError] = []
+
+    async def fetch() -> None:
+        raised.append(ValueError(f"attempt {len(raised) + 1}"))
+        raise raised[-1]
+
+    retrier = Retrier(_policy(), budget=None, instruments=())
+    with pytest.raises(ValueError, match="attempt 3") as caught:
+        await retrier.call(fetch)
+    assert caught.value is raised[2]
+    assert [error.__context__ for error in raised] == [None, None, None]
+
+
+def test_sync_retries_do_not_chain_to_the_first_attempt() -> None:
+    """The sync driver's plain first attempt leaves no __context__ either."""
+    raised: list[KeyError] = []
+
+    def fetch() -> None:
+        raised.append(KeyError(len(raised) + 1))
+        raise raised[-1]
+
+    with pytest.raises(KeyError) as caught:
+        Retrier(_policy(), budget=None, instruments=()).call_sync(fetch)
+    assert caught.value is raised[2]
+    assert [error.__context__ for error in raised] == [None, None, None]
+
+
+async def test_system_clock_waits_then_retries() -> None:
+    """On either backend, zero-delay waits of the system clock go on to the next attempt."""
+    calls = [0]
+
+    async def fetch() -> str:
+        calls[0] += 1
+        if calls[0] < 3:
+            raise ConnectionError("flaky")
+        return "ok"
+
+    assert await Retrier(_policy(), budget=None, instruments=()).call(fetch) == "ok"
+    assert calls[0] == 3
+
+
+async def test_a_cancel_scope_cancels_a_backoff_wait() -> None:
+    """The loop's own sleep is still cancelled by anyio's cancel scopes (asyncio and trio)."""
+    calls = [0]
+
+    async def fetch() -> None:
+        calls[0] += 1
+        raise ConnectionError("down")
+
+    retrier = Retrier(_policy(delay=20.0), budget=None, instruments=())
+    with anyio.move_on_after(0.05) as scope:
+        await retrier.call(fetch)
+    assert scope.cancelled_caught
+    assert calls[0] == 1  # cancelled during the first 20 s wait
