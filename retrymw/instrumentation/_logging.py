@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import sys
 from typing import Any
 
 from .._core.events import BreakerStateChanged, RetryDenied, RetryScheduled
@@ -119,27 +119,20 @@ def _subject(operation: str, target: str) -> str:
     return operation if operation == target else f"{operation} {target}"
 
 
-def _no_trace() -> dict[str, Any]:
-    return {}
+def _trace_ids() -> dict[str, Any]:
+    """``trace_id``/``span_id`` of the current OpenTelemetry span, if there is one.
 
-
-def _trace_reader() -> Callable[[], dict[str, Any]]:
-    """``trace_id``/``span_id`` of the current span, if opentelemetry-api is importable."""
-    try:
-        from opentelemetry.trace import get_current_span
-    except ImportError:
-        return _no_trace
-
-    def trace_ids() -> dict[str, Any]:
-        context = get_current_span().get_span_context()
-        if not context.is_valid:
-            return {}
-        return {
-            "trace_id": format(context.trace_id, "032x"),
-            "span_id": format(context.span_id, "016x"),
-        }
-
-    return trace_ids
-
-
-_trace_ids = _trace_reader()
+    Only a process that imported opentelemetry's trace API can have a current span, so the API
+    is looked up where it already is: importing it here would make ``import retrymw`` load an
+    optional extra (DESIGN §1).
+    """
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return {}
+    context = api.get_current_span().get_span_context()
+    if not context.is_valid:
+        return {}
+    return {
+        "trace_id": format(context.trace_id, "032x"),
+        "span_id": format(context.span_id, "016x"),
+    }

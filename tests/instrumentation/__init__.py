@@ -143,7 +143,7 @@ async def run_scenario(
         }.get(name)
         with pytest.raises(ConnectionError, match="reset #1"):
             await runner.execute_async(fetch, operation=TARGET, adapter=adapter)
-    return runner.budget
+    return runner.budget_for(TARGET)
 
 
 #: The host every HTTP scenario calls (the transport's target).
@@ -219,7 +219,7 @@ async def run_http_scenario(
         clock=clock,
         **kw,
     )
-    upstream.budget = transport.retrier.budget
+    upstream.budget = transport.retrier.budget_for(HTTP_TARGET)
     async with httpx.AsyncClient(transport=transport) as client:
         method = "POST" if name == "not_idempotent" else "GET"
         response = await client.request(method, HTTP_URL, content=b"{}")

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from retrymw import BreakerStateChanged, CallFinished
+from retrymw import BreakerStateChanged, CallFinished, CircuitBreaker, PerTarget
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -26,6 +26,7 @@ from tests.instrumentation import (
     POLICY,
     SCENARIOS,
     TARGET,
+    retrier,
     run_http_scenario,
     run_scenario,
     script,
@@ -125,7 +126,7 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
     def budget(tokens: float) -> Series:
         return {("retrymw_retry_budget_available", P, t): tokens}
 
-    circuit = f"db:{t}"
+    circuit = "db"  # the breaker is used as given: its own name, no ":<target>" suffix
     return {
         "success_first_try": {
             **call("success", 1, 0.25, 1),
@@ -317,6 +318,37 @@ def test_breaker_transitions_move_the_state_set(registry: CollectorRegistry) -> 
     assert states == {"closed": 0, "open": 0, "half_open": 1}
 
 
+async def test_per_target_breakers_have_keyed_circuit_names(
+    registry: CollectorRegistry, clock: FakeClock
+) -> None:
+    """`PerTarget(CircuitBreaker(name="db"))`: one circuit per target, named ``db:<target>``;
+    one target's trip leaves the other's series closed."""
+    breakers = PerTarget(
+        CircuitBreaker(name="db", failure_threshold=1, recovery_timeout="30s", clock=clock)
+    )
+    runner = retrier(clock, [PrometheusInstrument(registry)], breaker=breakers)
+
+    async def healthy() -> str:
+        return "ok"
+
+    assert await runner.call(healthy) == "ok"
+    with pytest.raises(ConnectionError):
+        await runner.call(script(clock, failures=99))  # its one failure opens its own circuit
+    states = {
+        (key[1], key[2]): value
+        for key, value in samples(registry).items()
+        if key[0] == "retrymw_circuit_state"
+    }
+    assert states == {
+        ("db:healthy", "closed"): 1,
+        ("db:healthy", "open"): 0,
+        ("db:healthy", "half_open"): 0,
+        ("db:fetch", "closed"): 0,
+        ("db:fetch", "open"): 1,
+        ("db:fetch", "half_open"): 0,
+    }
+
+
 # -- exemplars ------------------------------------------------------------------------------------
 
 
@@ -491,15 +523,20 @@ def test_missing_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPat
 
 
 def test_importing_retrymw_imports_no_telemetry_library() -> None:
-    """`import retrymw` (and building a Retrier without defaults) loads neither extra."""
+    """`import retrymw`, building a Retrier without defaults and logging a retry load neither
+    extra (the log records' trace ids are read only where opentelemetry is already imported)."""
     code = (
         "import sys, retrymw, retrymw.instrumentation;"
+        "from retrymw._core.events import RetryScheduled;"
         "retrymw.Retrier(instruments=());"
+        "retrymw.instrumentation.LoggingInstrument().retry_scheduled("
+        "RetryScheduled('p', 't', 'op', 1, 3, 0.5, '503'));"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('prometheus_client', 'opentelemetry')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     assert result.stdout.decode().strip() == "[]"
+    assert b"attempt 1/3 failed with status 503" in result.stderr  # the retry was logged
 
 
 def test_defaults_include_prometheus_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
