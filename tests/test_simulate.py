@@ -177,7 +177,8 @@ def test_render_table_has_a_header_and_one_line_per_result() -> None:
 def test_suite_groups_and_unknown_names() -> None:
     """suite() returns every group by default and rejects unknown group names."""
     assert len(suite()) == sum(
-        len(suite(name)) for name in ("outage", "brownout", "breaker", "synchronized", "situations")
+        len(suite(name))
+        for name in ("outage", "brownout", "breaker", "synchronized", "situations", "fleet")
     )
     with pytest.raises(ValueError, match="unknown scenario group"):
         suite("meteor")
@@ -332,3 +333,77 @@ def test_cli_setups_runs_every_situation_with_every_setup(
         lines = out.splitlines()
         assert lines[0].split()[:2] == ["situation", "setup"]
         assert len(lines) == 2 + len(suite("situations")) * len(SETUPS)
+
+
+# -- fleet scenarios: 1 000 processes, per-process or shared budgets -------------------------------
+
+
+def _fleet_runs() -> dict[str, Any]:
+    """The `fleet` group, warm-up shortened to 15 s (the budget's window is 10 s)."""
+    from retrymw._simulate.scenarios import fleet_scenarios
+
+    runs = {}
+    for scenario in fleet_scenarios():
+        fleet = dict(scenario.fleet) if scenario.fleet is not None else None
+        if fleet is not None and "store_outage" in fleet:  # from 5 s before the outage to its end
+            fleet["store_outage"] = (10.0, 15.0)
+        shorter = replace(scenario, warmup=15, duration=30, fleet=fleet)
+        runs[scenario.name] = simulate(shorter)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def fleet_runs() -> dict[str, Any]:
+    return _fleet_runs()
+
+
+def test_fleet_per_process_budgets_spend_their_floor_credit(fleet_runs: dict[str, Any]) -> None:
+    """1 000 processes x 1 call/s, 10 s outage: each per-process budget lends its 2 retries."""
+    alone = fleet_runs["fleet 1000 x 1/s per-process"]
+    assert alone.calls == 10_000
+    assert alone.retries_admitted == 2 * 1000
+    assert alone.amplification == pytest.approx(1.20)
+
+
+def test_fleet_shared_budget_is_one_bucket_plus_the_leases(fleet_runs: dict[str, Any]) -> None:
+    """Shared: the fleet's bucket (10% of 10 s of 1 000 calls/s) plus the tokens leased.
+
+    Measured 1.194 at a 250 ms sync interval: each quiet process holds a lease of about one
+    token when the outage begins, on top of the bucket's 1 000.
+    """
+    alone = fleet_runs["fleet 1000 x 1/s per-process"]
+    shared = fleet_runs["fleet 1000 x 1/s shared"]
+    assert shared.calls == alone.calls
+    assert shared.amplification <= alone.amplification
+    # At most the bucket (capacity ~1 000) plus one max-size want per member (3 tokens at 1/s).
+    assert 1000 <= shared.retries_admitted <= 1000 + 3 * 1000
+
+
+def test_a_longer_sync_interval_leases_more(fleet_runs: dict[str, Any]) -> None:
+    """The synchroniser's delay is modelled: 1 s steps lease for 1 s of demand, not 250 ms."""
+    fast = fleet_runs["fleet 1000 x 1/s shared"]
+    slow = fleet_runs["fleet 1000 x 1/s shared, 1s sync"]
+    assert slow.retries_admitted > fast.retries_admitted
+
+
+def test_a_store_down_falls_back_to_a_conservative_share(fleet_runs: dict[str, Any]) -> None:
+    """Store down from before the outage: each process spends capacity / members = 1 token."""
+    down = fleet_runs["fleet 1000 x 1/s, store down"]
+    assert down.retries_admitted == 1000
+    assert down.amplification == pytest.approx(1.10)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14 goal not met: leases held by 1 000 quiet members (~1 token each) come on "
+    "top of the bucket; measured 1.194 shared (1.200 per-process)",
+)
+def test_fleet_goal_shared_amplification_at_most_1_10(fleet_runs: dict[str, Any]) -> None:
+    assert fleet_runs["fleet 1000 x 1/s shared"].amplification <= 1.10
+
+
+def test_fleet_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="sync_interval"):
+        simulate(Scenario("x", rate=1, duration=1, fleet={"sync_interval": 0}))
+    with pytest.raises(ConfigError, match="not a fleet setting"):
+        simulate(Scenario("x", rate=1, duration=1, fleet={"interval": 1}))

@@ -40,6 +40,7 @@ from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.throttle import AdaptiveThrottle
 from ..testing import FakeClock
+from .fleet import FleetSettings, Synchroniser
 from .scenarios import SETUPS, Scenario, SimulatedFailure, situations, with_setup
 
 __all__ = ["Comparison", "Scenario", "SimulatedFailure", "SimulationResult", "compare", "simulate"]
@@ -100,6 +101,9 @@ class SimulationResult:
     recovered_in: float | None = None
 
 
+_SYNC = object()  # marks a synchroniser's step in the event queue
+
+
 class _Suspend:
     """What the simulated clock's ``sleep`` awaits: the event loop resumes the call later."""
 
@@ -149,6 +153,8 @@ class _Client:
             None if scenario.budget is None else RetryBudget(clock=run.clock, **scenario.budget)
         )
         self.budget = budget
+        if budget is not None and run.fleet is not None:  # a fleet: the budget is shared
+            run.synchronisers.append(Synchroniser(budget, index, run.fleet))
         throttle = None
         if scenario.throttle is not None:
             throttle = AdaptiveThrottle(
@@ -199,6 +205,8 @@ class _Run:
         self.after: dict[int, list[int]] = {}  # second after the fault -> [calls, successes]
         self.backends, self.turn = scenario.backends, 0
         self.capacity, self.cost = scenario.capacity, scenario.rejection_cost
+        self.fleet = None if scenario.fleet is None else FleetSettings(scenario.fleet)
+        self.synchronisers: list[Synchroniser] = []
         self.clients = [_Client(self, index) for index in range(scenario.clients)]
 
     def on_transition(self, event: BreakerStateChanged) -> None:
@@ -215,6 +223,9 @@ class _Run:
         for index, client in enumerate(self.clients):
             client.phase = 0.0 if scenario.synchronized else spacing * index / scenario.clients
             self.schedule(client.phase, client)
+        for sync in self.synchronisers:  # independent processes: phases spread over one interval
+            interval = sync.settings.interval
+            self.schedule(interval * (1 + sync.index / len(self.synchronisers)), sync, _SYNC)
         queue, clock, end, attempt = self.queue, self.clock, scenario.duration, self.attempt
         surge, warmup, fault_end = scenario.surge, self.warmup, self.fault_end
         # The hot loop of the whole simulator: an item is a client whose next call arrives
@@ -222,6 +233,11 @@ class _Run:
         while queue:
             at, _, item, call = heapq.heappop(queue)
             clock.jump(at)
+            if call is _SYNC:  # a fleet member's synchroniser step, every sync_interval
+                item.step(at)
+                if at + item.settings.interval < end:
+                    self.schedule(at + item.settings.interval, item, _SYNC)
+                continue
             if call is None:
                 # Arrival k is at phase + k * spacing: no rounding drift over long runs.
                 item.arrivals += 1

@@ -19,7 +19,15 @@ from typing import Any
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 
-__all__ = ["SETUPS", "Scenario", "SimulatedFailure", "situations", "suite", "with_setup"]
+__all__ = [
+    "SETUPS",
+    "Scenario",
+    "SimulatedFailure",
+    "fleet_scenarios",
+    "situations",
+    "suite",
+    "with_setup",
+]
 
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({})
 _EXAMPLE = {
@@ -66,6 +74,10 @@ class Scenario:
             so load past capacity lowers what it serves and retries make an overload worse.
         rejection_cost: see ``capacity``, in ``[0, 1)``.
         surge: during the fault, calls arrive ``surge`` times faster (an overload's demand).
+        fleet: the clients are the processes of one fleet: their budgets are shared through a
+            simulated store (`retrymw._simulate.fleet`), ``{}`` for the defaults or with
+            ``sync_interval``, ``store_outage`` (``(start, duration)``), ``max_lease`` and
+            ``assumed_members``; ``None``: per-process budgets.
     """
 
     name: str
@@ -85,6 +97,7 @@ class Scenario:
     capacity: float | None = None
     rejection_cost: float = 0.25
     surge: float = 1.0
+    fleet: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name, ok in (
@@ -174,6 +187,22 @@ def situations() -> list[Scenario]:
     ]
 
 
+def fleet_scenarios() -> list[Scenario]:
+    """1 000 processes x 1 call/s through a 10 s outage (after 30 s of health), default budgets.
+
+    Per-process budgets; one budget shared by the fleet (a 250 ms sync interval, and a 1 s one);
+    and shared with the store itself down from 5 s before the outage to its end, so that every
+    process decides on its conservative local share.
+    """
+    many: dict[str, Any] = {"rate": 1, "duration": 50, "warmup": 30, "fault": 10, "clients": 1000}
+    return [
+        Scenario("fleet 1000 x 1/s per-process", **many),
+        Scenario("fleet 1000 x 1/s shared", fleet={}, **many),
+        Scenario("fleet 1000 x 1/s shared, 1s sync", fleet={"sync_interval": 1.0}, **many),
+        Scenario("fleet 1000 x 1/s, store down", fleet={"store_outage": (25.0, 15.0)}, **many),
+    ]
+
+
 def suite(name: str | None = None) -> list[Scenario]:
     """Return the standard scenarios (all defaults), or one group of them.
 
@@ -182,8 +211,8 @@ def suite(name: str | None = None) -> list[Scenario]:
     (i.i.d. failures p = 0.05 to 0.5 at 100 calls/s for 10 minutes, with a default breaker),
     ``breaker`` (a 30 s outage at 100 calls/s with a default breaker and 20 ms attempts) and
     ``synchronized`` (50 clients calling in step through a 30 s outage, without and with full
-    jitter) and ``situations`` (see `situations`: the failures each of the `SETUPS` is
-    compared in).
+    jitter), ``fleet`` (see `fleet_scenarios`) and ``situations`` (see `situations`: the
+    failures each of the `SETUPS` is compared in).
     """
     breaker: Mapping[str, Any] = {}
     groups = {
@@ -222,6 +251,7 @@ def suite(name: str | None = None) -> list[Scenario]:
         ],
     }
     groups["situations"] = situations()
+    groups["fleet"] = fleet_scenarios()
     if name is None:
         return [scenario for group in groups.values() for scenario in group]
     if name not in groups:

@@ -43,6 +43,8 @@ Scenarios: compare (the default: one outage without retries, with retries but no
 the default budget, and with budget and breaker), outage (120s outages at 2 to 1000 calls/s),
 brownout (5% to 50% failures for 10 minutes), breaker, synchronized (50 clients calling in
 step, without and with jitter), situations (partial failure, overload, recovery, 1000 clients),
+fleet (1000 processes x 1 call/s: per-process budgets, one budget shared through a simulated
+store whose synchroniser runs every sync interval in virtual time, and the store down),
 setups (every situation with every protection setup: no retries, retries alone, + budget,
 + budget + breaker, + budget + throttle, retries + throttle; about 30 seconds), or all."""
 EPILOG = """\
@@ -52,6 +54,7 @@ examples:
   retrymw simulate --scenario brownout --jitter full
   retrymw simulate --scenario outage --seed 7 --json
   retrymw simulate --scenario setups                which protection for which failure
+  retrymw simulate --scenario fleet                 per-process vs shared budgets, 1000 processes
 
 columns: amplif. = attempts per call arriving during the fault; success = share of those
 calls that succeeded; peak/100ms = the busiest 100 ms of attempts; retries ok/denied =
@@ -60,7 +63,8 @@ to open = time and calls from the fault's start to the first trip; recover = fro
 fault's end to the last failed call."""
 
 _GROUPS = (
-    *("compare", "outage", "brownout", "breaker", "synchronized", "situations", "setups", "all"),
+    *("compare", "outage", "brownout", "breaker", "synchronized", "situations", "fleet"),
+    *("setups", "all"),
 )
 _SHAPE = ("rate", "duration", "failure", "warmup", "fault", "clients", "latency")
 _POLICY = ("attempts", "backoff", "initial_delay", "max_delay", "jitter")
@@ -189,6 +193,7 @@ def _result_json(result: Any) -> dict[str, Any]:
         "capacity": scenario.capacity,
         "rejection_cost": scenario.rejection_cost,
         "surge": scenario.surge,
+        "fleet": _component(scenario.fleet),
     }
     return fields
 

@@ -133,7 +133,8 @@ def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
         assert f"fleet: budget and breaker shared on {server.url}" in done.stdout
         client = redis.Redis.from_url(server.url)
         try:
-            keys = {key.decode() for key in client.keys("retrymw:{demo:*")}
+            found = client.keys("retrymw:{demo:*")
+            keys = {key if isinstance(key, str) else key.decode() for key in found}
         finally:
             client.close()
     # The breaker is shared under its name, the host's budget under host:port.
