@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -34,3 +35,16 @@ def test_without_a_span_records_have_no_trace_ids(caplog: pytest.LogCaptureFixtu
     (record,) = [record for record in caplog.records if record.name == "retrymw"]
     assert "trace_id" not in record.__dict__
     assert record.__dict__["retrymw_attempt"] == 1
+
+
+def test_trace_ids_are_read_only_where_opentelemetry_is_imported(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without opentelemetry's trace API in the process, records carry no trace ids and logging
+    does not import it (``import retrymw`` must not load an optional extra)."""
+    monkeypatch.delitem(sys.modules, "opentelemetry.trace")
+    caplog.set_level(logging.WARNING, logger="retrymw")
+    LoggingInstrument().retry_scheduled(RetryScheduled("p", "t", "op", 1, 3, 0.5, "503"))
+    (record,) = [record for record in caplog.records if record.name == "retrymw"]
+    assert "trace_id" not in record.__dict__
+    assert "opentelemetry.trace" not in sys.modules
