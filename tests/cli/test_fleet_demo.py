@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,47 @@ def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
     # The breaker is shared under its name, the host's budget under host:port.
     assert "retrymw:{demo:upstream}:breaker" in keys, keys
     assert any(re.fullmatch(r"retrymw:\{demo:127\.0\.0\.1:\d+\}:budget", key) for key in keys)
+
+
+def _args(fleet: int) -> Any:
+    from retrymw.cli import build_parser
+
+    return build_parser().parse_args(["demo", "--fleet", str(fleet)])
+
+
+def test_the_summary_says_what_sharing_saved_or_did_not() -> None:
+    from retrymw.cli._fleet_demo import Group, fleet_summary
+    from retrymw.cli._upstream import Outage, UpstreamScript
+
+    script = UpstreamScript(outage=Outage(1.0, 2.0))
+    shared = Group("shared budget (fleet)", True, [{"outage_calls": 10, "outage_attempts": 11}])
+    alone = Group("per-process budgets", False, [{"outage_calls": 10, "outage_attempts": 14}])
+    text = fleet_summary([shared, alone], script, _args(1))
+    assert "fleet amplification, shared budget (fleet): 1.100x" in text
+    assert "fleet amplification, per-process budgets: 1.400x" in text
+    assert "measured: sharing made 3 fewer attempts" in text
+    text = fleet_summary([alone, shared], script, _args(1))
+    assert "measured: sharing did not lower it here (1.400x vs 1.100x)" in text
+    # No call during an outage (none scripted, or nobody reported): no figure is made up.
+    empty = [Group("shared budget (fleet)", True), Group("per-process budgets", False)]
+    text = fleet_summary(empty, UpstreamScript(), _args(2))
+    assert "calls started during the no outage" in text
+    assert "shared budget (fleet): n/a (no call during an outage)" in text
+    assert "measured:" not in text
+    assert "0/2" in text
+
+
+def test_a_redis_server_that_never_answers_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retrymw.cli._common import CliError
+    from retrymw.cli._fleet_demo import RedisProcess
+
+    fake = tmp_path / "redis-server"
+    fake.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    server = RedisProcess()
+    with pytest.raises(CliError, match="did not answer PING"):
+        server.start()
+    assert server.process is None
