@@ -23,8 +23,10 @@ from retrymw import CallFinished, CircuitBreaker, Retrier, RetryPolicy
 from retrymw._core.events import CallOutcome
 from retrymw.cli import build_parser, main
 from retrymw.cli._common import human_duration, percent, silence
-from retrymw.cli._demo import _Demo
-from retrymw.cli._report import Console, DemoStats, percentile, progress_line, summary
+from retrymw.cli._console import Console
+from retrymw.cli._demo import _script
+from retrymw.cli._demo_run import DemoRun
+from retrymw.cli._report import DemoStats, percentile, progress_line, summary
 from retrymw.cli._trace import CallTrace, _protocol, setup_tracing
 from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
 
@@ -416,7 +418,7 @@ def test_the_last_progress_line_shows_the_summary_totals(
             *("--seed", "3", "--traces", "none", "--latency", "5ms"),
         ]
     )
-    demo = _Demo(args)
+    demo = DemoRun(args, _script(args))
     stream = io.StringIO()
     demo.console = Console(stream, tty=True, traces="none")
     asyncio.run(demo.main())
