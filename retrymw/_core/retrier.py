@@ -1,7 +1,7 @@
 """`Retrier`: the runtime object. One per-call `CallRun` holds the logic; the drivers only execute.
 
-The async and sync drivers are deliberately thin loops around the same `CallRun` methods: run the
-attempt, ask the run (which asks the pure `RetryPolicy.decide`) what follows, sleep, repeat.
+The drivers (`execute_async` / `execute_sync`) live in `drivers.Engine`, the argument checks
+and protection listeners in `retrier_args`; here are construction and the front doors.
 """
 
 from __future__ import annotations
@@ -9,20 +9,15 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-import anyio
-
-from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
-from .._protect.throttle import AdaptiveThrottle
 from .callables import (
     SUSPECT_RESULTS,
-    Refused,
     async_attempt,
     async_result_error,
     check_callable,
@@ -32,14 +27,25 @@ from .callables import (
     sync_attempt,
     sync_result_error,
 )
-from .clock import SYSTEM_CLOCK, Clock, waits_disabled
-from .errors import ConfigError
-from .events import BreakerStateChanged
-from .instruments import Dispatch, Instrument
+from .clock import SYSTEM_CLOCK, Clock
+from .drivers import Engine
+from .instruments import Dispatch
 from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
-from .run import AttemptAdapter, CallRun, for_target
+from .retrier_args import (
+    _DEFAULT,
+    BreakerArg,
+    BudgetArg,
+    ThrottleArg,
+    _Announcer,
+    _BreakerEvents,
+    _check_arguments,
+    _check_store,
+    _sync_timeout_error,
+)
+from .retrier_args import _NOT_GIVEN as _NOT_GIVEN  # `_http.exchange` imports it from here
+from .run import for_target
 
 if TYPE_CHECKING:
     from ..stores import Store
@@ -49,17 +55,8 @@ __all__ = ["BreakerArg", "BudgetArg", "Retrier", "ThrottleArg", "retry"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: What ``breaker=``, ``budget=`` and ``throttle=`` accept: one instance, used as it is for
-#: every call, or a `PerTarget` of one (an instance per HTTP host or operation), or ``None``.
-BreakerArg = CircuitBreaker | PerTarget[CircuitBreaker] | None
-BudgetArg = RetryBudget | PerTarget[RetryBudget] | None
-ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
-_DEFAULT: Any = object()
-_NOT_GIVEN: Any = object()
-
-
-class Retrier:
+class Retrier(Engine):
     """Runs functions and coroutines under a `RetryPolicy`, with breaker, budget and telemetry.
 
     The breaker, budget and throttle given are used as they are, for every call: what their
@@ -90,20 +87,7 @@ class Retrier:
     .. versionadded:: 0.1
     """
 
-    __slots__ = (
-        "_breaker",
-        "_budget",
-        "_budget_reported_at",
-        "_clock",
-        "_dispatch",
-        "_fund",
-        "_plain",
-        "_quiet",
-        "_rng",
-        "_store",
-        "_throttle",
-        "policy",
-    )
+    __slots__ = ()
 
     def __init__(
         self,
@@ -176,47 +160,10 @@ class Retrier:
             elif protection is not None:
                 dispatch.attach(name, "", protection)
 
-    def _current(self) -> tuple[Dispatch, bool]:
-        """The dispatch for a call starting now, and whether its policy may take the plain path."""
-        if self._quiet is None or self._dispatch.listening():
-            return self._dispatch, self._plain
-        return self._quiet
-
-    def plain_first_attempt(self, policy: RetryPolicy) -> bool:
-        """Whether a call under ``policy`` starting now may run its first attempt bare.
-
-        True when no instrument observes calls or attempts, no breaker or throttle admits
-        them, and the policy bounds no attempt in time. A front door that checks results
-        itself (the httpx transport) then runs the first attempt directly and hands it to
-        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` only when
-        it needs a retry.
-        """
-        return self._is_plain(policy, self._current()[0], results_checked=True)
-
     @property
     def clock(self) -> Clock:
         """The clock this retrier reads and sleeps on."""
         return self._clock
-
-    def _is_plain(
-        self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
-    ) -> bool:
-        # The plain path runs the first attempt with no bookkeeping at all; anything that must
-        # observe or bound that first attempt sends calls down the full path instead.
-        return not (
-            dispatch.call_started
-            or dispatch.attempt_started
-            or dispatch.attempt_finished
-            or dispatch.call_finished
-            or self._breaker is not None
-            or self._throttle is not None
-            or self._store is not None
-            or policy.timeout is not None
-            or policy.deadline is not None
-            or (
-                not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
-            )
-        )
 
     @property
     def budget(self) -> BudgetArg:
@@ -384,238 +331,6 @@ class Retrier:
             budget = budget.for_target(operation or operation_name(fn))
         if budget is not None:
             budget.record_success()
-
-    # -- drivers -------------------------------------------------------------------------------
-
-    async def execute_async(
-        self,
-        attempt: Callable[[], Awaitable[T]],
-        *,
-        operation: str,
-        target: str | None = None,
-        policy: RetryPolicy | None = None,
-        adapter: AttemptAdapter | None = None,
-        request: object = None,
-        first_error: Exception | None = None,
-        first_result: object = _NOT_GIVEN,
-        since: int | None = None,
-    ) -> T:
-        """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
-
-        Front doors use this directly: ``target`` labels telemetry and keys the breaker
-        (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
-        ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
-        whose first attempt already ran on the plain path (see `plain_first_attempt`), with
-        ``since``, the `next_serial` taken before that attempt (retry at one layer).
-        """
-        resumed = first_error is not None or first_result is not _NOT_GIVEN
-        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(
-            self, policy or self.policy, operation, target, adapter, request, dispatch, since
-        )
-        sleep = self._clock.sleep
-        try:
-            delay = run.open(resumed, first_result, first_error)
-            while delay is not None:
-                if delay > 0.0 or run.state.attempt:
-                    if adapter is not None and run.result is not None:
-                        # Disposing of the superseded result is part of the wait: the adapter
-                        # bounds it by the delay, and the sleep is what is left of it.
-                        disposed_from = self._clock.now()
-                        await adapter.discard(run.result, delay)
-                        delay -= self._clock.now() - disposed_from
-                    scopes = run.sleep_scopes
-                    if not waits_disabled():
-                        await sleep(max(delay, 0.0))
-                    scopes.exit()
-                if not run.start_attempt():
-                    break
-                limit = run.attempt_limit()
-                try:
-                    if limit is None:
-                        result = await attempt()
-                    else:
-                        with anyio.fail_after(limit):
-                            result = await attempt()
-                except Exception as error:
-                    delay = run.finish_attempt(None, error)
-                else:
-                    delay = run.finish_attempt(result, None)
-        except Refused as refused:
-            run.abort(refused.error)
-            raise refused.error from None
-        except BaseException as error:
-            run.abort(error)
-            raise
-        return run.conclude()  # type: ignore[no-any-return]
-
-    def execute_sync(
-        self,
-        attempt: Callable[[], T],
-        *,
-        operation: str,
-        target: str | None = None,
-        policy: RetryPolicy | None = None,
-        adapter: AttemptAdapter | None = None,
-        request: object = None,
-        first_error: Exception | None = None,
-        first_result: object = _NOT_GIVEN,
-        since: int | None = None,
-    ) -> T:
-        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
-        resumed = first_error is not None or first_result is not _NOT_GIVEN
-        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(
-            self, policy or self.policy, operation, target, adapter, request, dispatch, since
-        )
-        sleep = self._clock.sleep_sync
-        try:
-            delay = run.open(resumed, first_result, first_error)
-            while delay is not None:
-                if delay > 0.0 or run.state.attempt:
-                    if adapter is not None and run.result is not None:
-                        disposed_from = self._clock.now()
-                        adapter.discard_sync(run.result, delay)
-                        delay -= self._clock.now() - disposed_from
-                    scopes = run.sleep_scopes
-                    if not waits_disabled():
-                        sleep(max(delay, 0.0))
-                    scopes.exit()
-                if not run.start_attempt():
-                    break
-                try:
-                    result = attempt()
-                except Exception as error:
-                    delay = run.finish_attempt(None, error)
-                else:
-                    delay = run.finish_attempt(result, None)
-        except Refused as refused:
-            run.abort(refused.error)
-            raise refused.error from None
-        except BaseException as error:
-            run.abort(error)
-            raise
-        return run.conclude()  # type: ignore[no-any-return]
-
-
-def _sync_timeout_error(timeout: float) -> ConfigError:
-    return ConfigError(
-        "timeout",
-        timeout,
-        "cannot interrupt a synchronous function; set the timeout inside it "
-        "(socket or client timeout) or make it async",
-        "timeout=None",
-    )
-
-
-class _Announcer:
-    """A `PerTarget` creation listener announcing each new instance (`Dispatch.attach`).
-
-    Equal for the same instruments and policy name, so a `PerTarget` shared by many retriers
-    built alike (``config.retrier(name)`` called per request) keeps one, not one per retrier.
-    """
-
-    __slots__ = ("_dispatch", "_key", "_policy")
-
-    def __init__(self, dispatch: Dispatch, policy: str) -> None:
-        self._dispatch = dispatch
-        self._policy = policy
-        self._key = (policy, *(id(instrument) for instrument in dispatch.instruments))
-
-    def __call__(self, target: str, instance: object) -> None:
-        self._dispatch.attach(self._policy, target, instance)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Announcer) and other._key == self._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-
-class _BreakerEvents:
-    """A breaker listener forwarding transitions to a dispatch's instruments.
-
-    Two of them are equal when they feed the same instruments, so a breaker shared by several
-    retriers (a config's retrier and transport) reports each transition to them once.
-    """
-
-    __slots__ = ("_dispatch", "_key")
-
-    def __init__(self, dispatch: Dispatch) -> None:
-        self._dispatch = dispatch
-        self._key = tuple(id(instrument) for instrument in dispatch.instruments)
-
-    def __call__(self, event: BreakerStateChanged) -> None:
-        self._dispatch.breaker_listener(event)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BreakerEvents) and other._key == self._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-
-def _check_store(store: object) -> None:
-    """Refuse a ``store=`` that is not a `retrymw.stores.Store` (imported only when given)."""
-    from ..stores import Store
-
-    if not isinstance(store, Store):
-        raise ConfigError(
-            "store", store, "must be a retrymw store or None", 'SQLiteStore("retries.db")'
-        )
-
-
-def _check_protection(name: str, value: object, kind: type, example: str) -> None:
-    """Refuse a breaker, budget or throttle that is neither ``kind`` nor a PerTarget of one."""
-    if value is None or isinstance(value, kind):
-        return
-    if isinstance(value, PerTarget) and isinstance(value.template, kind):
-        return
-    raise ConfigError(
-        name, value, f"must be a {kind.__name__}, a PerTarget of one, or None", example
-    )
-
-
-def _check_arguments(
-    policy: object,
-    breaker: object,
-    budget: object,
-    throttle: object,
-    instruments: object,
-    clock: object,
-    rng: object,
-) -> None:
-    """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
-    _check_protection("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")')
-    _check_protection(
-        "budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"
-    )
-    _check_protection("throttle", throttle, AdaptiveThrottle, "AdaptiveThrottle()")
-    checks = (
-        ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
-        ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
-        ("rng", rng, Random, "random.Random(42)"),
-    )
-    if callable(policy) and not isinstance(policy, RetryPolicy):
-        # ``@Retrier`` without parentheses hands the decorated function over as the policy.
-        raise ConfigError(
-            "policy",
-            policy,
-            "must be a RetryPolicy or None; to decorate a function use @Retrier() or @retry",
-            "RetryPolicy(attempts=3)",
-        )
-    for name, value, kind, example in checks:
-        if value is not None and not isinstance(value, kind):
-            raise ConfigError(name, value, f"must be a {kind.__name__} or None", example)
-    if instruments is not None and (
-        isinstance(instruments, (str, bytes, Instrument)) or not isinstance(instruments, Iterable)
-    ):
-        raise ConfigError(
-            "instruments",
-            instruments,
-            "must be an iterable of instruments",
-            "(LoggingInstrument(),)",
-        )
 
 
 @overload

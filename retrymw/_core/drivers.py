@@ -1,0 +1,209 @@
+"""The drivers of `Retrier`: `execute_async` / `execute_sync` and the plain-path test.
+
+The async and sync drivers are deliberately thin loops around the same `CallRun` methods: run the
+attempt, ask the run (which asks the pure `RetryPolicy.decide`) what follows, sleep, repeat.
+`Retrier` builds on `Engine` and adds construction and the front doors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from random import Random
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+
+from .callables import Refused
+from .clock import Clock, waits_disabled
+from .instruments import Dispatch
+from .policy import RetryPolicy
+from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
+from .run import AttemptAdapter, CallRun
+
+if TYPE_CHECKING:
+    from ..stores import Store
+
+__all__ = ["Engine"]
+
+T = TypeVar("T")
+
+
+class Engine:
+    """A `Retrier`'s state and its drivers; `Retrier` sets every slot in its constructor."""
+
+    __slots__ = (
+        "_breaker",
+        "_budget",
+        "_budget_reported_at",
+        "_clock",
+        "_dispatch",
+        "_fund",
+        "_plain",
+        "_quiet",
+        "_rng",
+        "_store",
+        "_throttle",
+        "policy",
+    )
+
+    policy: RetryPolicy
+    _breaker: BreakerArg
+    _budget: BudgetArg
+    _budget_reported_at: float
+    _clock: Clock
+    _dispatch: Dispatch
+    _fund: Callable[[], None] | None
+    _plain: bool
+    _quiet: tuple[Dispatch, bool] | None
+    _rng: Random
+    _store: Store | None
+    _throttle: ThrottleArg
+
+    def _current(self) -> tuple[Dispatch, bool]:
+        """The dispatch for a call starting now, and whether its policy may take the plain path."""
+        if self._quiet is None or self._dispatch.listening():
+            return self._dispatch, self._plain
+        return self._quiet
+
+    def plain_first_attempt(self, policy: RetryPolicy) -> bool:
+        """Whether a call under ``policy`` starting now may run its first attempt bare.
+
+        True when no instrument observes calls or attempts, no breaker or throttle admits
+        them, and the policy bounds no attempt in time. A front door that checks results
+        itself (the httpx transport) then runs the first attempt directly and hands it to
+        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` only when
+        it needs a retry.
+        """
+        return self._is_plain(policy, self._current()[0], results_checked=True)
+
+    def _is_plain(
+        self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
+    ) -> bool:
+        # The plain path runs the first attempt with no bookkeeping at all; anything that must
+        # observe or bound that first attempt sends calls down the full path instead.
+        return not (
+            dispatch.call_started
+            or dispatch.attempt_started
+            or dispatch.attempt_finished
+            or dispatch.call_finished
+            or self._breaker is not None
+            or self._throttle is not None
+            or self._store is not None
+            or policy.timeout is not None
+            or policy.deadline is not None
+            or (
+                not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
+            )
+        )
+
+    # -- drivers -------------------------------------------------------------------------------
+
+    async def execute_async(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        operation: str,
+        target: str | None = None,
+        policy: RetryPolicy | None = None,
+        adapter: AttemptAdapter | None = None,
+        request: object = None,
+        first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
+        since: int | None = None,
+    ) -> T:
+        """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
+
+        Front doors use this directly: ``target`` labels telemetry and keys the breaker
+        (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
+        ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
+        whose first attempt already ran on the plain path (see `plain_first_attempt`), with
+        ``since``, the `next_serial` taken before that attempt (retry at one layer).
+        """
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = CallRun(
+            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        )
+        sleep = self._clock.sleep
+        try:
+            delay = run.open(resumed, first_result, first_error)
+            while delay is not None:
+                if delay > 0.0 or run.state.attempt:
+                    if adapter is not None and run.result is not None:
+                        # Disposing of the superseded result is part of the wait: the adapter
+                        # bounds it by the delay, and the sleep is what is left of it.
+                        disposed_from = self._clock.now()
+                        await adapter.discard(run.result, delay)
+                        delay -= self._clock.now() - disposed_from
+                    scopes = run.sleep_scopes
+                    if not waits_disabled():
+                        await sleep(max(delay, 0.0))
+                    scopes.exit()
+                if not run.start_attempt():
+                    break
+                limit = run.attempt_limit()
+                try:
+                    if limit is None:
+                        result = await attempt()
+                    else:
+                        with anyio.fail_after(limit):
+                            result = await attempt()
+                except Exception as error:
+                    delay = run.finish_attempt(None, error)
+                else:
+                    delay = run.finish_attempt(result, None)
+        except Refused as refused:
+            run.abort(refused.error)
+            raise refused.error from None
+        except BaseException as error:
+            run.abort(error)
+            raise
+        return run.conclude()  # type: ignore[no-any-return]
+
+    def execute_sync(
+        self,
+        attempt: Callable[[], T],
+        *,
+        operation: str,
+        target: str | None = None,
+        policy: RetryPolicy | None = None,
+        adapter: AttemptAdapter | None = None,
+        request: object = None,
+        first_error: Exception | None = None,
+        first_result: object = _NOT_GIVEN,
+        since: int | None = None,
+    ) -> T:
+        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        run = CallRun(
+            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        )
+        sleep = self._clock.sleep_sync
+        try:
+            delay = run.open(resumed, first_result, first_error)
+            while delay is not None:
+                if delay > 0.0 or run.state.attempt:
+                    if adapter is not None and run.result is not None:
+                        disposed_from = self._clock.now()
+                        adapter.discard_sync(run.result, delay)
+                        delay -= self._clock.now() - disposed_from
+                    scopes = run.sleep_scopes
+                    if not waits_disabled():
+                        sleep(max(delay, 0.0))
+                    scopes.exit()
+                if not run.start_attempt():
+                    break
+                try:
+                    result = attempt()
+                except Exception as error:
+                    delay = run.finish_attempt(None, error)
+                else:
+                    delay = run.finish_attempt(result, None)
+        except Refused as refused:
+            run.abort(refused.error)
+            raise refused.error from None
+        except BaseException as error:
+            run.abort(error)
+            raise
+        return run.conclude()  # type: ignore[no-any-return]

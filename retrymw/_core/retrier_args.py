@@ -1,0 +1,152 @@
+"""What `Retrier` accepts: the argument types, their checks, and the listeners it registers.
+
+Kept apart from `retrier` so that the constructor's refusals (each naming the argument, its
+value and an accepted example) and the protection listeners read as one concept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from random import Random
+from typing import Any
+
+from .._protect.breaker import CircuitBreaker
+from .._protect.budget import RetryBudget
+from .._protect.targets import PerTarget
+from .._protect.throttle import AdaptiveThrottle
+from .clock import Clock
+from .errors import ConfigError
+from .events import BreakerStateChanged
+from .instruments import Dispatch, Instrument
+from .policy import RetryPolicy
+
+__all__ = ["BreakerArg", "BudgetArg", "ThrottleArg"]
+
+#: What ``breaker=``, ``budget=`` and ``throttle=`` accept: one instance, used as it is for
+#: every call, or a `PerTarget` of one (an instance per HTTP host or operation), or ``None``.
+BreakerArg = CircuitBreaker | PerTarget[CircuitBreaker] | None
+BudgetArg = RetryBudget | PerTarget[RetryBudget] | None
+ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
+
+_DEFAULT: Any = object()
+_NOT_GIVEN: Any = object()
+
+
+def _sync_timeout_error(timeout: float) -> ConfigError:
+    return ConfigError(
+        "timeout",
+        timeout,
+        "cannot interrupt a synchronous function; set the timeout inside it "
+        "(socket or client timeout) or make it async",
+        "timeout=None",
+    )
+
+
+class _Announcer:
+    """A `PerTarget` creation listener announcing each new instance (`Dispatch.attach`).
+
+    Equal for the same instruments and policy name, so a `PerTarget` shared by many retriers
+    built alike (``config.retrier(name)`` called per request) keeps one, not one per retrier.
+    """
+
+    __slots__ = ("_dispatch", "_key", "_policy")
+
+    def __init__(self, dispatch: Dispatch, policy: str) -> None:
+        self._dispatch = dispatch
+        self._policy = policy
+        self._key = (policy, *(id(instrument) for instrument in dispatch.instruments))
+
+    def __call__(self, target: str, instance: object) -> None:
+        self._dispatch.attach(self._policy, target, instance)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Announcer) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+class _BreakerEvents:
+    """A breaker listener forwarding transitions to a dispatch's instruments.
+
+    Two of them are equal when they feed the same instruments, so a breaker shared by several
+    retriers (a config's retrier and transport) reports each transition to them once.
+    """
+
+    __slots__ = ("_dispatch", "_key")
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        self._dispatch = dispatch
+        self._key = tuple(id(instrument) for instrument in dispatch.instruments)
+
+    def __call__(self, event: BreakerStateChanged) -> None:
+        self._dispatch.breaker_listener(event)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BreakerEvents) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+def _check_store(store: object) -> None:
+    """Refuse a ``store=`` that is not a `retrymw.stores.Store` (imported only when given)."""
+    from ..stores import Store
+
+    if not isinstance(store, Store):
+        raise ConfigError(
+            "store", store, "must be a retrymw store or None", 'SQLiteStore("retries.db")'
+        )
+
+
+def _check_protection(name: str, value: object, kind: type, example: str) -> None:
+    """Refuse a breaker, budget or throttle that is neither ``kind`` nor a PerTarget of one."""
+    if value is None or isinstance(value, kind):
+        return
+    if isinstance(value, PerTarget) and isinstance(value.template, kind):
+        return
+    raise ConfigError(
+        name, value, f"must be a {kind.__name__}, a PerTarget of one, or None", example
+    )
+
+
+def _check_arguments(
+    policy: object,
+    breaker: object,
+    budget: object,
+    throttle: object,
+    instruments: object,
+    clock: object,
+    rng: object,
+) -> None:
+    """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
+    _check_protection("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")')
+    _check_protection(
+        "budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"
+    )
+    _check_protection("throttle", throttle, AdaptiveThrottle, "AdaptiveThrottle()")
+    checks = (
+        ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
+        ("clock", clock, Clock, "retrymw.testing.FakeClock()"),
+        ("rng", rng, Random, "random.Random(42)"),
+    )
+    if callable(policy) and not isinstance(policy, RetryPolicy):
+        # ``@Retrier`` without parentheses hands the decorated function over as the policy.
+        raise ConfigError(
+            "policy",
+            policy,
+            "must be a RetryPolicy or None; to decorate a function use @Retrier() or @retry",
+            "RetryPolicy(attempts=3)",
+        )
+    for name, value, kind, example in checks:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(name, value, f"must be a {kind.__name__} or None", example)
+    if instruments is not None and (
+        isinstance(instruments, (str, bytes, Instrument)) or not isinstance(instruments, Iterable)
+    ):
+        raise ConfigError(
+            "instruments",
+            instruments,
+            "must be an iterable of instruments",
+            "(LoggingInstrument(),)",
+        )
