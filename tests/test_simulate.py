@@ -365,25 +365,32 @@ def test_fleet_per_process_budgets_spend_their_floor_credit(fleet_runs: dict[str
     assert alone.amplification == pytest.approx(1.20)
 
 
-def test_fleet_shared_budget_is_one_bucket_plus_the_leases(fleet_runs: dict[str, Any]) -> None:
-    """Shared: the fleet's bucket (10% of 10 s of 1 000 calls/s) plus the tokens leased.
+def test_fleet_shared_budget_counts_the_leases_against_the_bucket(
+    fleet_runs: dict[str, Any],
+) -> None:
+    """Shared: the bucket and the quiet members' one-token leases share one capacity.
 
-    Measured 1.194 at a 250 ms sync interval: each quiet process holds a lease of about one
-    token when the outage begins, on top of the bucket's 1 000.
+    Before issue 14 each quiet process's lease came on top of the bucket (1.194); counted
+    against it, the fleet spends the one token each of its 1 000 members holds and no more.
     """
     alone = fleet_runs["fleet 1000 x 1/s per-process"]
     shared = fleet_runs["fleet 1000 x 1/s shared"]
     assert shared.calls == alone.calls
-    assert shared.amplification <= alone.amplification
-    # At most the bucket (capacity ~1 000) plus one max-size want per member (3 tokens at 1/s).
-    assert 1000 <= shared.retries_admitted <= 1000 + 3 * 1000
+    assert shared.retries_admitted == 1000
+    assert shared.amplification == pytest.approx(1.10)
 
 
-def test_a_longer_sync_interval_leases_more(fleet_runs: dict[str, Any]) -> None:
-    """The synchroniser's delay is modelled: 1 s steps lease for 1 s of demand, not 250 ms."""
+def test_a_longer_sync_interval_stays_within_one_intervals_deposits(
+    fleet_runs: dict[str, Any],
+) -> None:
+    """1 s steps report and deposit later than 250 ms steps, never under the faster's spending.
+
+    What a step deposits during the outage's first interval (successes counted before it, 0.1
+    token each at 1 000 calls/s) is the most the slower fleet may spend over the leases.
+    """
     fast = fleet_runs["fleet 1000 x 1/s shared"]
     slow = fleet_runs["fleet 1000 x 1/s shared, 1s sync"]
-    assert slow.retries_admitted > fast.retries_admitted
+    assert fast.retries_admitted <= slow.retries_admitted <= fast.retries_admitted + 0.1 * 1000
 
 
 def test_a_store_down_falls_back_to_a_conservative_share(fleet_runs: dict[str, Any]) -> None:
@@ -393,12 +400,8 @@ def test_a_store_down_falls_back_to_a_conservative_share(fleet_runs: dict[str, A
     assert down.amplification == pytest.approx(1.10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 14 goal not met: leases held by 1 000 quiet members (~1 token each) come on "
-    "top of the bucket; measured 1.194 shared (1.200 per-process)",
-)
 def test_fleet_goal_shared_amplification_at_most_1_10(fleet_runs: dict[str, Any]) -> None:
+    """Issue 14's goal: 1 000 processes x 1 call/s, 10 s outage, shared budget: <= 1.10."""
     assert fleet_runs["fleet 1000 x 1/s shared"].amplification <= 1.10
 
 

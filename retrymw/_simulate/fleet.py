@@ -55,28 +55,41 @@ class FleetSettings:
 
 
 class Store:
-    """The budget script's bucket and the members' heartbeats, on virtual time (seconds)."""
+    """The budget script's bucket and the members' heartbeats, on virtual time (seconds).
+
+    `budget` is `retrymw.fleet._scripts.BUDGET` step for step (the rule is written once, on
+    that script); tests/fleet/test_budget_rule.py runs both on the same steps.
+    """
 
     def __init__(self, settings: FleetSettings) -> None:
         self.member_ttl = max(1.0, 4 * settings.interval)
         self.heartbeats: dict[int, float] = {}
+        self.leases: dict[int, tuple[float, int]] = {}  # member -> (expiry, tokens held)
+        self.leased = 0
+        self.sweep = 0.0
         self.tokens: float | None = None
         self.successes = 0.0
         self.at: float | None = None
 
     def budget(self, member: int, arguments: list[Any], now: float) -> list[Any]:
-        """One `BUDGET` script run: deposit, lease, and the capacity and members."""
-        deposits, want, ratio, burst, window_ms, floor = arguments
+        """One `BUDGET` script run: report, deposit, lease, and the capacity and members."""
+        deposits, want, ratio, burst, window_ms, floor, held = arguments
         ratio, burst, floor, window = float(ratio), float(burst), float(floor), window_ms / 1000
         self.heartbeats[member] = now + self.member_ttl
         members = sum(expiry > now for expiry in self.heartbeats.values())
         tokens = floor if self.tokens is None else self.tokens
         at = now if self.at is None else self.at
+        leased = self.leased - self.leases.get(member, (0.0, 0))[1] + held
+        if now >= self.sweep:  # leases of members that stopped stepping return; recount
+            self.leases = {m: lease for m, lease in self.leases.items() if lease[0] > now}
+            leased = held + sum(count for m, (_, count) in self.leases.items() if m != member)
+            self.sweep = now + self.member_ttl
         self.successes = self.successes * math.exp(-max(0.0, now - at) / window) + deposits
         capacity = max(floor, burst * self.successes)
-        tokens = min(capacity, tokens + deposits * ratio)
+        tokens = max(0.0, min(capacity - leased, tokens + deposits * ratio))
         granted = max(0, min(want, math.floor(tokens)))
-        self.tokens, self.at = tokens - granted, now
+        self.tokens, self.at, self.leased = tokens - granted, now, leased + granted
+        self.leases[member] = (now + self.member_ttl, held + granted)
         return [granted, repr(capacity), members, now]
 
 

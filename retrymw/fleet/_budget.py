@@ -1,12 +1,15 @@
 """`SharedBudget`: one retry budget per target for the whole fleet, spent from local leases.
 
-The bucket lives in the store (`_scripts.BUDGET`); a process never asks the store on the request
-path. It spends tokens it leased earlier (`try_acquire`: a short lock, no I/O) and counts its
-successes lock-free (`record_success`). Each synchroniser step deposits the successes counted
-since the previous step and tops the lease up to a target that follows demand: twice what was
-spent in the last interval, plus one, at most ``max_lease``. The fleet can thus spend at most
-the bucket plus ``members * max_lease`` leased tokens in an outage, and a quiet process holds
-one token.
+The bucket lives in the store (`_scripts.BUDGET`, whose comment states the rule); a process
+never asks the store on the request path. It spends tokens it leased earlier (`try_acquire`: a
+short lock, no I/O) and counts its successes lock-free (`record_success`). Each synchroniser step
+reports the whole tokens the process holds, deposits the successes counted since the previous
+step and tops the lease up to a target that follows demand: twice what was spent in the last
+interval, plus one, at most ``max_lease``. The store counts what every member holds against the
+bucket's capacity (bucket + outstanding leases <= capacity), so a quiet process's one token is
+not on top of the bucket: in an outage the fleet spends at most the capacity, not the capacity
+plus ``members`` tokens. A lease whose holder stops stepping returns to the bucket's room after
+``member_ttl``.
 
 Degraded (the store is slow, hung or down, or was never reached): the process keeps what it
 leased and funds retries from its own successes, capped at a *conservative share* of the fleet:
@@ -121,13 +124,14 @@ class SharedBudget:
         return max(1.0, self.capacity / self.members)
 
     def prepare(self) -> list[Any]:
-        """The script's arguments after ``member``: deposits, want and the settings."""
+        """The script's arguments after ``member``: deposits, want, the settings and ``held``."""
         with self._lock:
             deposits = self._sent = self._successes.take()
             # Demand follows spending: twice the last interval's, plus one, within max_lease.
             self._want = min(self.max_lease, 2 * self._spent + 1)
             self._spent = 0
-            want = max(0, self._want - math.floor(self._tokens))
+            held = math.floor(self._tokens)
+            want = max(0, self._want - held)
         return [
             deposits,
             want,
@@ -135,6 +139,7 @@ class SharedBudget:
             repr(self.burst),
             max(1, round(self.window * 1000)),
             repr(self.min_capacity),
+            held,  # counted against the fleet's bucket: leases and bucket share one capacity
         ]
 
     def apply(self, reply: list[Any]) -> None:

@@ -28,30 +28,67 @@ end
 """
 
 #: KEYS: budget hash, members zset. ARGV: member, deposits, want, ratio, burst, window_ms,
-#: min_capacity, member_ttl_ms, key_ttl_ms. Returns {granted, capacity, members, now}.
+#: min_capacity, held, member_ttl_ms, key_ttl_ms. Returns {granted, capacity, members, now}.
 #:
-#: One bucket for the fleet: deposits of every process (``ratio`` per success) fill it, its
-#: capacity is ``max(min_capacity, burst * S)`` with ``S`` the fleet's successes over the
-#: trailing window (an exponentially decayed count: ``S`` tends to rate * window), and each
-#: process leases whole tokens from it. In an outage nothing is deposited, so the fleet spends at
-#: most what the bucket held plus the tokens already leased.
+#: The rule (`retrymw._simulate.fleet.Store.budget` runs the same steps in Python, and
+#: tests/fleet/test_budget_rule.py holds the two to the same answers):
+#:
+#: 1. One bucket for the fleet: deposits of every process (``ratio`` per success) fill it, and
+#:    its capacity is ``max(min_capacity, burst * S)`` with ``S`` the fleet's successes over the
+#:    trailing window (an exponentially decayed count: ``S`` tends to rate * window).
+#: 2. Each process reports the whole tokens it ``held`` at this step; the hash keeps every
+#:    member's report (field ``l:<member>``, ``expiry:count``) and their sum (``leased``).
+#: 3. The bucket and the outstanding leases share the capacity: ``tokens <= capacity - leased``
+#:    (excess tokens are dropped, never lent). A grant moves tokens from the bucket to the lease.
+#: 4. A lease whose holder stopped stepping (``member_ttl`` without a report) returns: once per
+#:    ``member_ttl`` a sweep drops expired reports and recounts ``leased`` from the live ones.
+#:
+#: In an outage nothing is deposited, so the fleet spends at most the capacity it had when the
+#: outage began (and the local shares processes start with before their first report).
 BUDGET = (
     _PRELUDE
     + """
 local member, deposits, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local ratio, burst, window = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local floor, member_ttl, key_ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local floor, held = tonumber(ARGV[7]), tonumber(ARGV[8])
+local member_ttl, key_ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
 local members = heartbeat(KEYS[2], member, member_ttl)
-local saved = redis.call('HMGET', KEYS[1], 'tokens', 'successes', 'at')
+local own = 'l:' .. member
+local saved = redis.call('HMGET', KEYS[1], 'tokens', 'successes', 'at', 'leased', 'sweep', own)
 local tokens = tonumber(saved[1]) or floor
 local successes = tonumber(saved[2]) or 0
 local at = tonumber(saved[3]) or now
+local leased = tonumber(saved[4]) or 0
+local sweep = tonumber(saved[5]) or 0
+local before = 0
+if saved[6] then
+  before = tonumber(string.match(saved[6], ':(%d+)$'))
+end
+leased = leased - before + held
+if now >= sweep then
+  leased = held
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    local name = all[i]
+    if string.sub(name, 1, 2) == 'l:' and name ~= own then
+      local expiry, count = string.match(all[i + 1], '^(%d+):(%d+)$')
+      if tonumber(expiry) <= now then
+        redis.call('HDEL', KEYS[1], name)
+      else
+        leased = leased + tonumber(count)
+      end
+    end
+  end
+  sweep = now + member_ttl
+end
 successes = successes * math.exp(-math.max(0, now - at) / window) + deposits
 local capacity = math.max(floor, burst * successes)
-tokens = math.min(capacity, tokens + deposits * ratio)
+tokens = math.max(0, math.min(capacity - leased, tokens + deposits * ratio))
 local granted = math.max(0, math.min(want, math.floor(tokens)))
 tokens = tokens - granted
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'successes', tostring(successes), 'at', now)
+leased = leased + granted
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'successes', tostring(successes),
+  'at', now, 'leased', leased, 'sweep', sweep, own, (now + member_ttl) .. ':' .. (held + granted))
 redis.call('PEXPIRE', KEYS[1], key_ttl)
 redis.call('PEXPIRE', KEYS[2], key_ttl)
 return {granted, tostring(capacity), members, now}
