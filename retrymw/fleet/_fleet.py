@@ -1,12 +1,12 @@
 """`RedisFleet`: budgets, throttle counts and breaker states shared by every process of a fleet.
 
 "Decide locally, share asynchronously": the protection objects decide every call on their own,
-without the store; a background thread (the synchroniser, so sync and async users alike are
-served) runs one pipelined round trip per ``sync_interval``: one atomic script per attached
-object (`_scripts`), which deposits successes and leases budget tokens (`SharedBudget`), publishes
-and pools throttle counts (`SharedThrottle`), casts breaker votes and adopts the shared circuit
-(`SharedBreaker`). The one store command on the request path is a half-open probe's lease,
-bounded by ``probe_timeout`` and skipped while degraded.
+without the store; a background thread (the `Synchroniser` of ``_sync``, so sync and async users
+alike are served) runs one pipelined round trip per ``sync_interval``: one atomic script per
+attached object (`_scripts`), which deposits successes and leases budget tokens (`SharedBudget`),
+publishes and pools throttle counts (`SharedThrottle`), casts breaker votes and adopts the shared
+circuit (`SharedBreaker`). The one store command on the request path is a half-open probe's
+lease, bounded by ``probe_timeout`` and skipped while degraded.
 
 A store that is slow, hung or down (or down at start) never delays or fails a call: the step
 times out on the synchroniser's thread, the fleet turns *degraded* (one log line, and
@@ -19,7 +19,6 @@ Fork-safe: a forked child is a new member with its own connections and synchroni
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -35,18 +34,14 @@ from .._protect.budget import RetryBudget
 from .._protect.settings import bounded_duration, shown
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
-from . import _scripts
 from ._breaker import SharedBreaker
 from ._budget import SharedBudget
 from ._client import connect
+from ._sync import KEY_TTL_MS, Link, Synchroniser
 from ._throttle import SharedThrottle
 
 __all__ = ["FleetStatistics", "RedisFleet", "live_fleets"]
 
-_logger = logging.getLogger("retrymw")
-
-_Link = SharedBudget | SharedBreaker | SharedThrottle
-_KEY_TTL_MS = 600_000  # a namespace's keys outlive its last process by ten minutes
 # The open fleets of this process, for telemetry read at scrape time (`live_fleets`).
 _LIVE: weakref.WeakSet[RedisFleet] = weakref.WeakSet()
 
@@ -145,7 +140,7 @@ class RedisFleet:
         self._max_lease = _positive(max_lease, "max_lease", "32")
         self._assumed = _positive(assumed_members, "assumed_members", "10")
         self._member_ttl = max(1.0, 4 * self._interval)
-        self._links: weakref.WeakKeyDictionary[Any, _Link] = weakref.WeakKeyDictionary()
+        self._links: weakref.WeakKeyDictionary[Any, Link] = weakref.WeakKeyDictionary()
         self._closed = False
         self._started = False
         self._fresh_process()
@@ -158,18 +153,16 @@ class RedisFleet:
         """What belongs to one process: member id, connections, synchroniser, health."""
         self.member = uuid.uuid4().hex[:16]
         self._lock = threading.Lock()
-        self._stepping = threading.Lock()  # one step at a time: the thread's, or a caller's
-        self._wake = threading.Event()
         self._client = connect(self._url, timeout=self._timeout)
         self._probe_client = connect(self._url, timeout=self._probe_timeout)
-        self._shas: dict[str, str] = {}
-        self._thread: threading.Thread | None = None
-        self._degraded = True
-        self._joined = False
-        self._last_sync: float | None = None
-        self._lag: float | None = None
-        self._syncs = self._failures = 0
-        self._members = 0
+        self._synchroniser = Synchroniser(
+            self._client,
+            member=self.member,
+            namespace=self._namespace,
+            interval=self._interval,
+            member_ttl=self._member_ttl,
+            links=self._attached,
+        )
         self._born = time.monotonic()
 
     def _after_fork_in_child(self) -> None:
@@ -206,12 +199,16 @@ class RedisFleet:
             if protection in self._links:
                 return
             self._links[protection] = self._link(protection, target)
-        self._wake.set()  # a new target joins at once, not an interval later
+        self._synchroniser.wake()  # a new target joins at once, not an interval later
 
     def _attach_created(self, target: str, instance: Any) -> None:
         self.attach(instance, target=target)
 
-    def _link(self, protection: Any, target: str | None) -> _Link:
+    def _attached(self) -> list[Link]:
+        with self._lock:
+            return list(self._links.values())
+
+    def _link(self, protection: Any, target: str | None) -> Link:
         if isinstance(protection, RetryBudget):
             _require(protection, "share_with")
             stats = protection.statistics()
@@ -249,21 +246,22 @@ class RedisFleet:
 
     def _lease_probe(self, link: SharedBreaker) -> int | None:
         """A fleet-wide probe lease: its version, ``None`` if refused, -1 if not asked."""
-        if self._degraded:
+        synchroniser = self._synchroniser
+        if synchroniser.degraded:
             return -1
         try:
             reply = self._probe_client.evalsha(
-                self._sha("probe", self._probe_client),
+                synchroniser.sha("probe", self._probe_client),
                 2,
-                self._key(link.target, "breaker"),
-                self._key(link.target, "probes"),
+                synchroniser.key(link.target, "breaker"),
+                synchroniser.key(link.target, "probes"),
                 f"{self.member}:{uuid.uuid4().hex[:8]}",
                 link.max_probes,
                 max(1, round(self._probe_lease * 1000)),
-                _KEY_TTL_MS,
+                KEY_TTL_MS,
             )
         except Exception as error:  # a store failure never fails the call: decide locally
-            self._set_degraded(True, error)
+            synchroniser.set_degraded(True, error)
             return -1
         return int(reply[1]) if int(reply[0]) else None
 
@@ -275,120 +273,11 @@ class RedisFleet:
             if self._started or self._closed:
                 return
             self._started = True
-            self._thread = threading.Thread(
-                target=self._run, name=f"retrymw-fleet-{self._namespace}", daemon=True
-            )
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closed:
-            self.sync()
-            self._wake.wait(self._interval)
-            self._wake.clear()
+            self._synchroniser.start()
 
     def sync(self) -> bool:
         """Run one step now (the synchroniser calls it); ``True`` if the store answered."""
-        with self._stepping:
-            return self._step()
-
-    def _step(self) -> bool:
-        with self._lock:
-            links = list(self._links.values())
-        if not links:
-            return not self._degraded
-        started = time.monotonic()
-        try:
-            replies = self._round_trip(links)
-        except Exception as error:  # the store's failure is the fleet's health, never a call's
-            self._failures += 1
-            for link in links:
-                link.fall_back()
-            self._set_degraded(True, error)
-            return False
-        for link, reply in zip(links, replies, strict=True):
-            link.apply(reply)
-        self._lag = time.monotonic() - started
-        self._last_sync = time.monotonic()
-        self._syncs += 1
-        self._members = max(
-            (
-                int(reply[3] if isinstance(link, SharedBreaker) else reply[2])
-                for link, reply in zip(links, replies, strict=True)
-            ),
-            default=0,
-        )
-        self._set_degraded(False, None)
-        return True
-
-    def _round_trip(self, links: list[_Link]) -> list[Any]:
-        member_ttl = max(1, round(self._member_ttl * 1000))
-        for attempt in (1, 2):
-            pipe = self._client.pipeline(transaction=False)
-            for link in links:
-                target = link.target
-                if isinstance(link, SharedBudget):
-                    keys = [self._key(target, "budget"), self._key(target, "members")]
-                    args = link.prepare()
-                elif isinstance(link, SharedBreaker):
-                    keys = [
-                        self._key(target, name)
-                        for name in ("breaker", "votes", "members", "probes")
-                    ]
-                    args = link.prepare(self._member_ttl)
-                else:
-                    keys = [self._key(target, "throttle"), self._key(target, "members")]
-                    args = link.prepare()
-                pipe.evalsha(
-                    self._sha(link.kind, self._client),
-                    len(keys),
-                    *keys,
-                    self.member,
-                    *args,
-                    member_ttl,
-                    _KEY_TTL_MS,
-                )
-            try:
-                return list(pipe.execute())
-            except Exception as error:
-                if attempt == 2 or type(error).__name__ != "NoScriptError":
-                    raise
-                self._shas.clear()  # the store lost its scripts (restart, failover): load again
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _sha(self, kind: str, client: Any) -> str:
-        sha = self._shas.get(kind)
-        if sha is None:
-            source = {
-                "budget": _scripts.BUDGET,
-                "breaker": _scripts.BREAKER,
-                "throttle": _scripts.THROTTLE,
-                "probe": _scripts.PROBE,
-            }[kind]
-            sha = self._shas[kind] = str(client.script_load(source))
-        return sha
-
-    def _key(self, target: str, kind: str) -> str:
-        return f"retrymw:{{{self._namespace}:{target}}}:{kind}"
-
-    def _set_degraded(self, degraded: bool, error: BaseException | None) -> None:
-        if degraded == self._degraded and (degraded or self._joined):
-            return
-        self._degraded = degraded
-        if degraded:
-            _logger.warning(
-                "retrymw fleet %r: store unreachable (%s); deciding locally on a conservative "
-                "share until it answers",
-                self._namespace,
-                type(error).__name__,
-            )
-        else:
-            _logger.info(
-                "retrymw fleet %r: %s the fleet (%d members)",
-                self._namespace,
-                "rejoined" if self._joined else "joined",
-                self._members,
-            )
-            self._joined = True
+        return self._synchroniser.sync()
 
     # -- health and lifetime -----------------------------------------------------------------------
 
@@ -403,22 +292,23 @@ class RedisFleet:
         What telemetry exports as the sync age: a member that never reached the store has a
         view as old as itself, which an alert on the age then sees grow.
         """
-        last = self._last_sync
+        last = self._synchroniser.last_sync
         return time.monotonic() - (self._born if last is None else last)
 
     def statistics(self) -> FleetStatistics:
         """Return a frozen snapshot of the fleet's health."""
         with self._lock:
             links = list(self._links.values())
-        last = self._last_sync
+        synchroniser = self._synchroniser
+        last = synchroniser.last_sync
         return FleetStatistics(
             member=self.member,
-            members=self._members,
-            degraded=self._degraded,
+            members=synchroniser.members,
+            degraded=synchroniser.degraded,
             last_sync_age=None if last is None else time.monotonic() - last,
-            sync_lag=self._lag,
-            syncs=self._syncs,
-            sync_failures=self._failures,
+            sync_lag=synchroniser.lag,
+            syncs=synchroniser.syncs,
+            sync_failures=synchroniser.failures,
             targets=len(links),
             tokens_leased=sum(link.leased for link in links if isinstance(link, SharedBudget)),
             open_circuits=sum(
@@ -433,13 +323,10 @@ class RedisFleet:
         with self._lock:
             self._closed = True
             links = list(self._links.values())
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(self._interval + self._timeout + 1.0)
+        self._synchroniser.stop(self._interval + self._timeout + 1.0)
         for link in links:
             link.fall_back()
-        self._degraded = True
+        self._synchroniser.degraded = True
         _LIVE.discard(self)
         for client in (self._client, self._probe_client):
             client.close()
@@ -471,8 +358,9 @@ class RedisFleet:
         await anyio.to_thread.run_sync(self.close)
 
     def __repr__(self) -> str:
-        state = "degraded" if self._degraded else "joined"
-        return f"<RedisFleet {self._namespace!r} {state} members={self._members}>"
+        synchroniser = self._synchroniser
+        state = "degraded" if synchroniser.degraded else "joined"
+        return f"<RedisFleet {self._namespace!r} {state} members={synchroniser.members}>"
 
 
 def _tag(name: str) -> str:
