@@ -33,8 +33,11 @@ from .instruments import Dispatch
 from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
+
+# Re-exported: the transports and `_http.exchange` import these sentinels from here.
+from .retrier_args import _DEFAULT as _DEFAULT
+from .retrier_args import _NOT_GIVEN as _NOT_GIVEN
 from .retrier_args import (
-    _DEFAULT,
     BreakerArg,
     BudgetArg,
     ThrottleArg,
@@ -44,7 +47,6 @@ from .retrier_args import (
     _check_store,
     _sync_timeout_error,
 )
-from .retrier_args import _NOT_GIVEN as _NOT_GIVEN  # `_http.exchange` imports it from here
 from .run import for_target
 
 if TYPE_CHECKING:
