@@ -1,19 +1,16 @@
 """`CallRun`: one call's state and bookkeeping, shared by the async and sync drivers.
 
-The drivers in `retrier` only execute attempts and sleep; everything a call records between
+The drivers in `drivers` only execute attempts and sleep; everything a call records between
 them (events, breaker verdicts, budget tokens, the final value or exception) happens here, and
 every decision is delegated to the pure `RetryPolicy.decide`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any
 
-from .._protect.breaker import CircuitBreaker
-from .._protect.budget import RetryBudget
-from .._protect.targets import PerTarget
-from .._protect.throttle import AdaptiveThrottle
-from .errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .endings import OUTCOME_OF_REASON, ending_error, error_type, mark_final
+from .errors import CircuitOpenError, LoadShedError
 from .events import (
     AttemptFinished,
     AttemptOutcome,
@@ -27,102 +24,13 @@ from .events import (
     RetryScheduled,
 )
 from .instruments import NO_SCOPES, Dispatch
-from .layers import FINAL_REASONS, current, mark, next_serial, retried_below
+from .layers import FINAL_REASONS, next_serial, retried_below
 from .matchers import status_of
 from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
-from .redact import safe_repr
 from .resume import ResumableRun
-
-if TYPE_CHECKING:
-    from random import Random
-
-    from ..stores import Store
-    from .clock import Clock
+from .runtime import AttemptAdapter, Runtime, for_target
 
 __all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
-
-
-K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle)
-
-
-def for_target(protection: K | PerTarget[K] | None, target: str) -> K | None:
-    """The instance that governs ``target``: the one given, or its `PerTarget`'s for it."""
-    if isinstance(protection, PerTarget):
-        return protection.for_target(target)
-    return protection
-
-
-class Runtime(Protocol):
-    """What a call reads from the `Retrier` that runs it: its effects and its protection."""
-
-    _clock: Clock
-    _rng: Random
-    _budget: RetryBudget | PerTarget[RetryBudget] | None
-    _budget_reported_at: float
-    _store: Store | None
-    _breaker: CircuitBreaker | PerTarget[CircuitBreaker] | None
-    _throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
-
-
-_OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
-    "max_attempts": "exhausted",
-    "budget_exhausted": "budget_exhausted",
-    "throttled": "throttled",
-    "deadline_exceeded": "deadline_exceeded",
-    "circuit_open": "circuit_open",
-    "shed": "shed",
-    "not_idempotent": "failure",
-    "body_not_replayable": "failure",
-    "retry_after_exceeds_limit": "failure",
-    "server_said_no": "failure",
-    "retried_below": "failure",
-}
-
-_NOTE_PREFIX = "retrymw: gave up after attempt "
-
-_WHY: dict[RetryReason, str] = {
-    "max_attempts": "no attempts left",
-    "budget_exhausted": "the call's retry_budget would be exceeded",
-    "throttled": "the cross-call retry budget denied the retry",
-    "deadline_exceeded": "the next retry would start past the deadline",
-    "circuit_open": "the circuit breaker is open",
-    "shed": "the adaptive throttle shed the retry",
-    "not_idempotent": "the request is not idempotent",
-    "body_not_replayable": "the request body cannot be replayed",
-    "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
-    "server_said_no": "the server said not to retry (x-should-retry: false)",
-    "retried_below": "a retrymw call below already retried it and gave up",
-}
-
-
-class AttemptAdapter(Protocol):
-    """How a front door (the httpx transport) refines outcomes and disposes of results."""
-
-    def outcome(
-        self, attempt: int, elapsed: float, result: object, error: Exception | None
-    ) -> Outcome:
-        """Build the `Outcome` of one attempt (status, Retry-After hint, veto)."""
-        ...
-
-    async def discard(self, result: object, limit: float) -> None:
-        """Dispose of a superseded result during the backoff wait (async driver).
-
-        ``limit`` is the backoff delay: the time the disposal should take at most, so that the
-        next attempt starts when the policy decided; the driver sleeps what is left of it.
-        """
-        ...
-
-    def discard_sync(self, result: object, limit: float) -> None:
-        """Dispose of a superseded result during the backoff wait (sync driver)."""
-        ...
-
-
-def _error_type(outcome: Outcome) -> str:
-    if outcome.exception is not None:
-        return type(outcome.exception).__qualname__
-    if outcome.status is not None:
-        return str(outcome.status)
-    return "result"
 
 
 class CallRun:
@@ -329,7 +237,7 @@ class CallRun:
                     state.attempt,
                     attempt_outcome,
                     now - self.attempt_started_at,
-                    None if attempt_outcome == "success" else _error_type(outcome),
+                    None if attempt_outcome == "success" else error_type(outcome),
                     outcome.status,
                     error,
                 ),
@@ -353,7 +261,7 @@ class CallRun:
                         state.attempt,
                         policy.attempts,
                         delay,
-                        _error_type(outcome),
+                        error_type(outcome),
                         outcome.retry_after,
                         error,
                         self._budget_available(),
@@ -380,58 +288,21 @@ class CallRun:
         self.call_scopes.exit()
         final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
         if final:
-            self._mark_final(self.result if error is None else error)
+            mark_final(self.result if error is None else error)
         if error is None:
             return self.result
         if self.reason is None:
             raise error
         policy = self.policy
         last = error  # what a fallback receives, whatever is raised
-        if self.reason == "budget_exhausted":
-            exhausted = RetryBudgetExhausted(
-                f"Retry budget exhausted: {policy.retry_budget:g}s of backoff allowed, "
-                f"{self.state.delay_so_far:g}s used after {self.state.attempt} attempt(s); "
-                f"last error: {safe_repr(error)}",
-                attempts=self.state.attempt,
-                delay_so_far=self.state.delay_so_far,
-            )
-            exhausted.__cause__ = error
-            error = exhausted
-            if final:
-                self._mark_final(error)
-        elif not isinstance(error, (CircuitOpenError, LoadShedError)):
-            # An exception object raised again and again (a module-level instance) keeps one
-            # retrymw note, the latest, instead of one per call.
-            notes = getattr(error, "__notes__", None)
-            if isinstance(notes, list):
-                notes[:] = [
-                    note
-                    for note in notes
-                    if not (isinstance(note, str) and note.startswith(_NOTE_PREFIX))
-                ]
-            add_note(
-                error,
-                f"{_NOTE_PREFIX}{self.state.attempt} of {policy.attempts} "
-                f"(policy {policy.name!r}): {_WHY[self.reason]} [{self.reason}]",
-            )
+        error = ending_error(policy, self.state, self.reason, error)
+        if final and error is not last:
+            mark_final(error)
         if policy.on_failure == "continue":
             return None
         if policy.on_failure == "fallback" and policy.fallback is not None:
             return policy.fallback(last)
         raise error
-
-    def _mark_final(self, value: object) -> None:
-        """The call gave up for good: mark what it hands over, and tell the request served.
-
-        An enclosing retrymw call does not retry a marked error or response (reason
-        ``retried_below``); `retrymw.server` answers a failed request with ``x-should-retry:
-        false``. A call that gave up before its first attempt ran (breaker, throttle) marks
-        nothing: it never sent anything to retry.
-        """
-        mark(value)
-        inbound = current()
-        if inbound is not None:
-            inbound.final = True
 
     def abort(self, error: BaseException) -> None:
         """The call ends by an error outside the attempts: close everything; the caller re-raises.
@@ -477,7 +348,7 @@ class CallRun:
             # Before any attempt, or after the last result was already disposed of (a closed
             # response must not be returned): the call fails fast with the refusal itself.
             self.result = None
-            self.outcome = _OUTCOME_OF_REASON[reason]
+            self.outcome = OUTCOME_OF_REASON[reason]
             self.error = error
             self.reason = reason
 
@@ -504,7 +375,7 @@ class CallRun:
 
     def _deny(self, reason: RetryReason, outcome: Outcome) -> None:
         self.reason = reason
-        self.outcome = _OUTCOME_OF_REASON[reason]
+        self.outcome = OUTCOME_OF_REASON[reason]
         hooks = self.dispatch.retry_denied
         if hooks:
             Dispatch.emit(
@@ -516,7 +387,7 @@ class CallRun:
                     self.state.attempt,
                     self.policy.attempts,
                     reason,
-                    _error_type(outcome),
+                    error_type(outcome),
                     self._budget_available(),
                 ),
             )
