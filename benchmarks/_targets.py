@@ -50,7 +50,7 @@ class _Spec:
 # Within the noise: the paired ratio is within 3% of 1, or its interquartile range contains 1.
 _NOISE = 0.03
 
-_SPECS = (
+_SPECS: tuple[_Spec, ...] = (
     _Spec(
         "async success: Retrier.call / hand-written loop",
         "success-async",
