@@ -9,17 +9,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import sys
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 try:
     import prometheus_client
     import prometheus_client.values
-    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client import CollectorRegistry
 except ImportError:
     raise ImportError(
         "PrometheusInstrument needs prometheus_client: pip install 'retrymw[prometheus]'"
@@ -36,68 +34,33 @@ from .._core.events import (
 from .._core.forks import ForkSafeLock
 from .._core.instruments import Instrument
 from . import _names as names
+from ._prometheus_exemplar import exemplar_reader
+from ._prometheus_live import FleetCollector, FleetGauges, create, failure_rate, read_live, set_from
 
 __all__ = ["PrometheusInstrument"]
 
-Exemplar = dict[str, str]
-
-
-def _no_exemplar() -> Exemplar | None:
-    return None
-
-
-def _exemplar_reader() -> Callable[[], Exemplar | None]:
-    """The trace-id exemplar of the current span, if opentelemetry-api is importable."""
-    try:
-        from opentelemetry.trace import get_current_span
-    except ImportError:
-        return _no_exemplar
-
-    # The last span context seen and its exemplar: the events of one call (and of the calls
-    # made under one request span) read the same current span, so the ids are formatted once
-    # per span rather than once per update. One tuple, swapped whole: safe across threads.
-    last: list[tuple[object, Exemplar | None]] = [(None, None)]
-
-    def exemplar() -> Exemplar | None:
-        context = get_current_span().get_span_context()
-        seen, value = last[0]
-        if context is seen:
-            return value
-        if not context.trace_flags.sampled:  # also false for the invalid (no-span) context
-            value = None
-        else:
-            value = {
-                "trace_id": format(context.trace_id, "032x"),
-                "span_id": format(context.span_id, "016x"),
-            }
-        last[0] = (context, value)
-        return value
-
-    return exemplar
-
-
-_exemplar: Final = _exemplar_reader()
+_exemplar: Final = exemplar_reader()
 
 
 class _Metrics:
     """The collectors of one registry, their cached label children and the label caps."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.calls = _create(registry, names.CALLS)
-        self.call_duration = _create(registry, names.CALL_DURATION)
-        self.call_attempts = _create(registry, names.CALL_ATTEMPTS)
-        self.attempts = _create(registry, names.ATTEMPTS)
-        self.attempt_duration = _create(registry, names.ATTEMPT_DURATION)
-        self.backoff = _create(registry, names.BACKOFF_DURATION)
-        self.denied = _create(registry, names.RETRIES_DENIED)
-        self.budget = _create(registry, names.RETRY_BUDGET_AVAILABLE)
-        self.circuit_state = _create(registry, names.CIRCUIT_STATE)
-        self.transitions = _create(registry, names.CIRCUIT_TRANSITIONS)
-        self.budget_capacity = _create(registry, names.RETRY_BUDGET_CAPACITY)
-        self.reject_probability = _create(registry, names.THROTTLE_REJECT_PROBABILITY)
-        self.failure_rate = _create(registry, names.CIRCUIT_FAILURE_RATE)
-        self.failure_rate_threshold = _create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
-        self.policy_info = _create(registry, names.POLICY_INFO)
+        self.calls = create(registry, names.CALLS)
+        self.call_duration = create(registry, names.CALL_DURATION)
+        self.call_attempts = create(registry, names.CALL_ATTEMPTS)
+        self.attempts = create(registry, names.ATTEMPTS)
+        self.attempt_duration = create(registry, names.ATTEMPT_DURATION)
+        self.backoff = create(registry, names.BACKOFF_DURATION)
+        self.denied = create(registry, names.RETRIES_DENIED)
+        self.budget = create(registry, names.RETRY_BUDGET_AVAILABLE)
+        self.circuit_state = create(registry, names.CIRCUIT_STATE)
+        self.transitions = create(registry, names.CIRCUIT_TRANSITIONS)
+        self.budget_capacity = create(registry, names.RETRY_BUDGET_CAPACITY)
+        self.reject_probability = create(registry, names.THROTTLE_REJECT_PROBABILITY)
+        self.failure_rate = create(registry, names.CIRCUIT_FAILURE_RATE)
+        self.failure_rate_threshold = create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
+        self.policy_info = create(registry, names.POLICY_INFO)
         self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
@@ -124,12 +87,12 @@ class _Metrics:
         self.refreshers: dict[tuple[str, str], list[Callable[[], None]]] = {}
         self.refreshed_at: dict[tuple[str, str], float] = {}
         self.lock = ForkSafeLock()
-        self.fleets: _FleetGauges | None = None
+        self.fleets: FleetGauges | None = None
         if self.multiprocess:
-            self.fleets = _FleetGauges(registry)
+            self.fleets = FleetGauges(registry)
         else:
             with contextlib.suppress(ValueError):  # a reloaded module: the first one serves
-                registry.register(_FleetCollector())
+                registry.register(FleetCollector())
 
     def precreate(self, policy: str, target: str) -> None:
         """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
@@ -222,7 +185,7 @@ class _Metrics:
             self.transitions.labels(circuit, previous, current)
         ref = weakref.ref(breaker)
         gauges: list[tuple[Any, Callable[[Any], float]]] = [
-            (self.failure_rate.labels(circuit), _failure_rate)
+            (self.failure_rate.labels(circuit), failure_rate)
         ]
         settings = getattr(breaker, "_settings", None)
         threshold = getattr(settings, "failure_rate_threshold", None)
@@ -239,9 +202,9 @@ class _Metrics:
     ) -> None:
         """Make each gauge read ``read(subject)``: at scrape time, or as calls finish."""
         for gauge, read in gauges:
-            reader = functools.partial(_read, ref, read)
+            reader = functools.partial(read_live, ref, read)
             if self.multiprocess:
-                setter = functools.partial(_set, gauge, reader)
+                setter = functools.partial(set_from, gauge, reader)
                 setter()
                 with self.lock:
                     self.refreshers.setdefault(key, []).append(setter)
@@ -330,144 +293,8 @@ class _Metrics:
         return child
 
 
-# -- the fleet's health: read from the process's open `RedisFleet`s -------------------------------
-
-#: (namespace, members, degraded, sync age, sync lag, tokens leased) of each open fleet.
-_FleetReading = tuple[str, float, float, float, float, float]
-
-
-def _fleet_readings() -> list[_FleetReading]:
-    """One reading per namespace of the open fleets; none if `retrymw.fleet` was never imported.
-
-    Two fleets of one namespace in a process are one member's view twice: the worst of each
-    gauge, the sum of the leased tokens. A fleet that fails to report is left out: a scrape
-    never fails for it.
-    """
-    module = sys.modules.get("retrymw.fleet._fleet")
-    if module is None:  # no fleet can exist: nothing imported the module
-        return []
-    merged: dict[str, list[float]] = {}
-    for fleet in module.live_fleets():
-        try:
-            stats = fleet.statistics()
-            values = [
-                float(stats.members),
-                float(stats.degraded),
-                fleet.view_age(),
-                stats.sync_lag if stats.sync_lag is not None else math.nan,
-                float(stats.tokens_leased),
-            ]
-        except Exception:  # pragma: no cover - statistics() reads plain attributes
-            continue
-        seen = merged.get(fleet.namespace)
-        if seen is None:
-            merged[fleet.namespace] = values
-        else:
-            merged[fleet.namespace] = [*map(max, seen[:4], values[:4]), seen[4] + values[4]]
-    return [(namespace, *values) for namespace, values in merged.items()]  # type: ignore[misc]
-
-
-class _FleetCollector:
-    """The fleet metrics of a registry, computed at scrape time (outside multiprocess mode)."""
-
-    def describe(self) -> list[Metric]:
-        return [_family(spec) for spec in names.FLEET_METRICS]
-
-    def collect(self) -> Iterator[Metric]:
-        readings = _fleet_readings()
-        if not readings:  # no open fleet: not even the families, as for any unused metric
-            return
-        families = [_family(spec) for spec in names.FLEET_METRICS]
-        for namespace, *values in readings:
-            for family, value in zip(families, values, strict=True):
-                family.add_metric([namespace], value)
-        yield from families
-
-
-def _family(spec: names.MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
-    name = spec.prometheus.removesuffix("_total")  # the family adds it to the sample
-    if spec.kind == "counter":
-        return CounterMetricFamily(name, spec.description, labels=spec.labels)
-    return GaugeMetricFamily(name, spec.description, labels=spec.labels)
-
-
-class _FleetGauges:
-    """Multiprocess mode: the fleet metrics written to the files as calls finish (once a second)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.metrics = [_create(registry, spec) for spec in names.FLEET_METRICS]
-        self.leased: dict[str, float] = {}
-        self.written_at = -math.inf
-
-    def refresh(self) -> None:
-        now = time.monotonic()
-        if now - self.written_at < 1.0:
-            return
-        self.written_at = now
-        *gauges, counter = self.metrics
-        for namespace, *values in _fleet_readings():
-            for gauge, value in zip(gauges, values[:4], strict=True):
-                gauge.labels(namespace).set(value)
-            leased = values[4]
-            counter.labels(namespace).inc(max(0.0, leased - self.leased.get(namespace, 0.0)))
-            self.leased[namespace] = leased
-
-
 def _seconds(value: float | None) -> str:
     return "" if value is None else format(value, "g")
-
-
-def _failure_rate(breaker: Any) -> float:
-    stats = breaker.statistics()
-    return stats.window_failures / stats.window_calls if stats.window_calls else 0.0
-
-
-def _read(ref: weakref.ref[Any], read: Callable[[Any], float]) -> float:
-    """The live value, NaN once the object is gone (an evicted target); never raises."""
-    subject = ref()
-    if subject is None:
-        return math.nan
-    try:
-        return float(read(subject))
-    except Exception:  # a scrape must never fail because of one object
-        return math.nan
-
-
-def _set(gauge: Any, reader: Callable[[], float]) -> None:
-    gauge.set(reader())
-
-
-def _create(registry: CollectorRegistry, spec: names.MetricSpec) -> Any:
-    """Create and register one collector; reuse an identical one already in the registry."""
-    kwargs: dict[str, Any] = {"registry": None}
-    if spec.kind == "counter":
-        metric: Any = Counter(spec.prometheus, spec.description, spec.labels, **kwargs)
-    elif spec.kind == "histogram":
-        assert spec.buckets is not None
-        metric = Histogram(
-            spec.prometheus, spec.description, spec.labels, buckets=spec.buckets, **kwargs
-        )
-    else:
-        metric = Gauge(
-            spec.prometheus,
-            spec.description,
-            spec.labels,
-            multiprocess_mode=spec.multiprocess_mode or "all",  # type: ignore[arg-type]
-            **kwargs,
-        )
-    try:
-        registry.register(metric)
-    except ValueError:
-        # The names are taken, e.g. by a retrymw module reloaded in the same process: share that
-        # collector if it is the same metric, otherwise the conflict is the user's to see.
-        existing = getattr(registry, "_names_to_collectors", {}).get(spec.prometheus)
-        if (
-            type(existing) is not type(metric)
-            or getattr(existing, "_labelnames", None) != spec.labels
-        ):
-            raise
-        return existing
-    return metric
 
 
 _lock = ForkSafeLock()

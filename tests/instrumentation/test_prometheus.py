@@ -406,11 +406,11 @@ async def test_no_exemplars_without_a_sampled_span(
 
 def test_exemplars_are_off_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without opentelemetry-api the exemplar reader is a constant None."""
-    from retrymw.instrumentation import _prometheus
+    from retrymw.instrumentation import _prometheus_exemplar
 
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
-    reader = _prometheus._exemplar_reader()
-    assert reader is _prometheus._no_exemplar
+    reader = _prometheus_exemplar.exemplar_reader()
+    assert reader is _prometheus_exemplar.no_exemplar
     assert reader() is None
 
 

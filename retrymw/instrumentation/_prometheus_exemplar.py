@@ -1,0 +1,46 @@
+"""The trace-id exemplars `PrometheusInstrument` attaches to its histograms' observations.
+
+Needs no prometheus_client: only opentelemetry-api, when importable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["Exemplar", "exemplar_reader", "no_exemplar"]
+
+Exemplar = dict[str, str]
+
+
+def no_exemplar() -> Exemplar | None:
+    return None
+
+
+def exemplar_reader() -> Callable[[], Exemplar | None]:
+    """The trace-id exemplar of the current span, if opentelemetry-api is importable."""
+    try:
+        from opentelemetry.trace import get_current_span
+    except ImportError:
+        return no_exemplar
+
+    # The last span context seen and its exemplar: the events of one call (and of the calls
+    # made under one request span) read the same current span, so the ids are formatted once
+    # per span rather than once per update. One tuple, swapped whole: safe across threads.
+    last: list[tuple[object, Exemplar | None]] = [(None, None)]
+
+    def exemplar() -> Exemplar | None:
+        context = get_current_span().get_span_context()
+        seen, value = last[0]
+        if context is seen:
+            return value
+        if not context.trace_flags.sampled:  # also false for the invalid (no-span) context
+            value = None
+        else:
+            value = {
+                "trace_id": format(context.trace_id, "032x"),
+                "span_id": format(context.span_id, "016x"),
+            }
+        last[0] = (context, value)
+        return value
+
+    return exemplar

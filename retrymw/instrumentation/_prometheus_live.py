@@ -1,0 +1,157 @@
+"""The collectors behind `PrometheusInstrument`: their construction (`create`), the live
+readers of protection gauges, and the fleet's health, read at scrape time or written in
+multiprocess mode. The event handlers live in `_prometheus`, which imports this module only
+after checking that prometheus_client is installed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from . import _names as names
+
+__all__ = ["FleetCollector", "FleetGauges", "create", "failure_rate", "read_live", "set_from"]
+
+
+# -- the fleet's health: read from the process's open `RedisFleet`s -------------------------------
+
+#: (namespace, members, degraded, sync age, sync lag, tokens leased) of each open fleet.
+_FleetReading = tuple[str, float, float, float, float, float]
+
+
+def _fleet_readings() -> list[_FleetReading]:
+    """One reading per namespace of the open fleets; none if `retrymw.fleet` was never imported.
+
+    Two fleets of one namespace in a process are one member's view twice: the worst of each
+    gauge, the sum of the leased tokens. A fleet that fails to report is left out: a scrape
+    never fails for it.
+    """
+    module = sys.modules.get("retrymw.fleet._fleet")
+    if module is None:  # no fleet can exist: nothing imported the module
+        return []
+    merged: dict[str, list[float]] = {}
+    for fleet in module.live_fleets():
+        try:
+            stats = fleet.statistics()
+            values = [
+                float(stats.members),
+                float(stats.degraded),
+                fleet.view_age(),
+                stats.sync_lag if stats.sync_lag is not None else math.nan,
+                float(stats.tokens_leased),
+            ]
+        except Exception:  # pragma: no cover - statistics() reads plain attributes
+            continue
+        seen = merged.get(fleet.namespace)
+        if seen is None:
+            merged[fleet.namespace] = values
+        else:
+            merged[fleet.namespace] = [*map(max, seen[:4], values[:4]), seen[4] + values[4]]
+    return [(namespace, *values) for namespace, values in merged.items()]  # type: ignore[misc]
+
+
+class FleetCollector:
+    """The fleet metrics of a registry, computed at scrape time (outside multiprocess mode)."""
+
+    def describe(self) -> list[Metric]:
+        return [_family(spec) for spec in names.FLEET_METRICS]
+
+    def collect(self) -> Iterator[Metric]:
+        readings = _fleet_readings()
+        if not readings:  # no open fleet: not even the families, as for any unused metric
+            return
+        families = [_family(spec) for spec in names.FLEET_METRICS]
+        for namespace, *values in readings:
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([namespace], value)
+        yield from families
+
+
+def _family(spec: names.MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
+    name = spec.prometheus.removesuffix("_total")  # the family adds it to the sample
+    if spec.kind == "counter":
+        return CounterMetricFamily(name, spec.description, labels=spec.labels)
+    return GaugeMetricFamily(name, spec.description, labels=spec.labels)
+
+
+class FleetGauges:
+    """Multiprocess mode: the fleet metrics written to the files as calls finish (once a second)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.metrics = [create(registry, spec) for spec in names.FLEET_METRICS]
+        self.leased: dict[str, float] = {}
+        self.written_at = -math.inf
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if now - self.written_at < 1.0:
+            return
+        self.written_at = now
+        *gauges, counter = self.metrics
+        for namespace, *values in _fleet_readings():
+            for gauge, value in zip(gauges, values[:4], strict=True):
+                gauge.labels(namespace).set(value)
+            leased = values[4]
+            counter.labels(namespace).inc(max(0.0, leased - self.leased.get(namespace, 0.0)))
+            self.leased[namespace] = leased
+
+
+def failure_rate(breaker: Any) -> float:
+    stats = breaker.statistics()
+    return stats.window_failures / stats.window_calls if stats.window_calls else 0.0
+
+
+def read_live(ref: weakref.ref[Any], read: Callable[[Any], float]) -> float:
+    """The live value, NaN once the object is gone (an evicted target); never raises."""
+    subject = ref()
+    if subject is None:
+        return math.nan
+    try:
+        return float(read(subject))
+    except Exception:  # a scrape must never fail because of one object
+        return math.nan
+
+
+def set_from(gauge: Any, reader: Callable[[], float]) -> None:
+    gauge.set(reader())
+
+
+def create(registry: CollectorRegistry, spec: names.MetricSpec) -> Any:
+    """Create and register one collector; reuse an identical one already in the registry."""
+    kwargs: dict[str, Any] = {"registry": None}
+    if spec.kind == "counter":
+        metric: Any = Counter(spec.prometheus, spec.description, spec.labels, **kwargs)
+    elif spec.kind == "histogram":
+        assert spec.buckets is not None
+        metric = Histogram(
+            spec.prometheus, spec.description, spec.labels, buckets=spec.buckets, **kwargs
+        )
+    else:
+        metric = Gauge(
+            spec.prometheus,
+            spec.description,
+            spec.labels,
+            multiprocess_mode=spec.multiprocess_mode or "all",  # type: ignore[arg-type]
+            **kwargs,
+        )
+    try:
+        registry.register(metric)
+    except ValueError:
+        # The names are taken, e.g. by a retrymw module reloaded in the same process: share that
+        # collector if it is the same metric, otherwise the conflict is the user's to see.
+        existing = getattr(registry, "_names_to_collectors", {}).get(spec.prometheus)
+        if (
+            type(existing) is not type(metric)
+            or getattr(existing, "_labelnames", None) != spec.labels
+        ):
+            raise
+        return existing
+    return metric
