@@ -6,18 +6,14 @@ imports it only when `OpenTelemetryInstrument` is first asked for.
 
 from __future__ import annotations
 
-import sys
 import time
-import traceback
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 try:
-    from opentelemetry import context as otel_context
     from opentelemetry import metrics, propagate, trace
-    from opentelemetry.context import Context
-    from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 except ImportError:
     raise ImportError(
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
@@ -33,8 +29,18 @@ from .._core.events import (
     RetryScheduled,
 )
 from .._core.instruments import Instrument
-from .._core.redact import exception_text, redact_text, redact_url
+from .._core.redact import redact_url
 from . import _names as names
+from ._otel_support import (
+    _DEFAULT_PORTS,
+    _ERROR,
+    _KNOWN_METHODS,
+    _args,
+    _histogram,
+    _http_request,
+    _record_exception,
+    _Scope,
+)
 
 __all__ = ["OpenTelemetryInstrument"]
 
@@ -51,106 +57,9 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     _VERSION = "0+unknown"
 
-#: HTTP semconv's known methods; any other is reported as ``_OTHER``.
-_KNOWN_METHODS = frozenset(
-    {"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"}
-)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 # While nobody listens, the providers are looked at again at most this often (seconds): asking
 # the API costs an environment lookup per call, a clock read costs a tenth of that.
 _IDLE_RECHECK = 1.0
-_ERROR = Status(StatusCode.ERROR)
-
-
-def _http_request(request: object) -> Any:
-    """``request`` if it is an ``httpx.Request`` (httpx is never imported here)."""
-    if request is None:
-        return None
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(request, httpx.Request):
-        return request
-    return None
-
-
-class _Scope:
-    """Ends a span when the engine leaves its block (call, attempt, sleep).
-
-    With a ``context`` the span is also made current for the block, and with a ``var`` the scope
-    is this instrument's current call or attempt while the block runs.
-    """
-
-    __slots__ = ("_context", "_token", "_var", "_var_token", "first_attempt_at", "http", "span")
-
-    def __init__(
-        self,
-        span: Span,
-        context: Context | None = None,
-        var: ContextVar[_Scope | None] | None = None,
-        http: bool = False,
-    ) -> None:
-        self.span = span
-        self.http = http
-        # A call scope: when its first attempt started (ns), while that attempt has no span.
-        self.first_attempt_at: int | None = None
-        self._context = context
-        self._var = var
-
-    def __enter__(self) -> None:
-        if self._context is not None:
-            self._token = otel_context.attach(self._context)
-        if self._var is not None:
-            self._var_token: Token[_Scope | None] = self._var.set(self)
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
-        _end(self.span, exc)
-        if self._var is not None:
-            self._var.reset(self._var_token)
-        if self._context is not None:
-            otel_context.detach(self._token)
-
-
-def _end(span: Span, error: BaseException | None) -> None:
-    # Cancellation (any BaseException that is not an Exception) leaves the status unset, as the
-    # semantic conventions ask; an Exception reaching here escaped the engine itself.
-    if isinstance(error, Exception) and span.is_recording():
-        _record_exception(span, error)
-        span.set_attribute(names.ATTR_ERROR_TYPE, type(error).__qualname__)
-        span.set_status(_ERROR)
-    span.end()
-
-
-def _record_exception(span: Span, error: BaseException, stacktrace: bool = True) -> None:
-    """``span.record_exception(error)``, with its message and stack trace redacted.
-
-    The SDK's own version writes ``str(error)`` and the formatted traceback as they are: for
-    httpx's status errors that is the URL with its credentials and query, and an exception whose
-    ``__str__`` raises would make it raise (and disable this instrument). The attributes are the
-    semantic conventions' ``exception.*``. Without ``stacktrace`` (a retried exception: the
-    call went on) only the type and message are written: formatting a traceback cost more than
-    the attempt span it went on.
-    """
-    try:
-        kind = type(error)
-        module = kind.__module__
-        name = (
-            f"{module}.{kind.__qualname__}"
-            if module and module != "builtins"
-            else kind.__qualname__
-        )
-    except Exception:  # a hostile metaclass: the event still goes out
-        name = "Exception"
-    attributes = {
-        names.ATTR_EXCEPTION_TYPE: name,
-        names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
-    }
-    if stacktrace:
-        try:
-            # The traceback module formats a failing __str__ as "<exception str() failed>".
-            text = "".join(traceback.format_exception(error))
-        except Exception:  # pragma: no cover - defensive: the message and type still go out
-            text = ""
-        attributes[names.ATTR_EXCEPTION_STACKTRACE] = redact_text(text)
-    span.add_event(names.EVENT_EXCEPTION, attributes)
 
 
 class OpenTelemetryInstrument(Instrument):
@@ -514,13 +423,3 @@ class OpenTelemetryInstrument(Instrument):
             f"<OpenTelemetryInstrument tracer_provider={self._tracer_provider!r} "
             f"meter_provider={self._meter_provider!r}>"
         )
-
-
-def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
-    return spec.otel, spec.unit, spec.description
-
-
-def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
-    return meter.create_histogram(
-        *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
-    )
