@@ -270,6 +270,21 @@ class HttpCall(HttpExchange):
         if latest is not None:
             latest.close()
 
+    def engine_arguments(
+        self, first_error: Exception | None, first_result: object, since: int | None
+    ) -> dict[str, Any]:
+        """What the engine's async and sync drivers are told about this exchange (one place)."""
+        return {
+            "operation": self.request.method,
+            "target": self.target,
+            "policy": self.policy,
+            "adapter": self,
+            "request": self.request,
+            "first_error": first_error,
+            "first_result": first_result,
+            "since": since,
+        }
+
     def raise_translated(self, error: Exception) -> None:
         """Raise the httpx twin of an engine give-up ``error`` (see `translate`).
 
@@ -297,7 +312,6 @@ async def drive_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> 
 
 
 async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> Any:
-    request = call.request
     attempt = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
@@ -314,15 +328,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
             first_result = response
     try:
         result = await call.retrier.execute_async(
-            attempt,
-            operation=request.method,
-            target=call.target,
-            policy=call.policy,
-            adapter=call,
-            request=request,
-            first_error=first_error,
-            first_result=first_result,
-            since=since,
+            attempt, **call.engine_arguments(first_error, first_result, since)
         )
     except Exception as error:
         call.raise_translated(error)
@@ -359,15 +365,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     attempt = limit_sync_attempt(single, request, call.policy, call.retrier.clock)
     try:
         result = call.retrier.execute_sync(
-            attempt,
-            operation=request.method,
-            target=call.target,
-            policy=call.policy,
-            adapter=call,
-            request=request,
-            first_error=first_error,
-            first_result=first_result,
-            since=since,
+            attempt, **call.engine_arguments(first_error, first_result, since)
         )
     except Exception as error:
         call.raise_translated(error)
