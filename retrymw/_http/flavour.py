@@ -28,6 +28,7 @@ __all__ = [
     "LoadShedMixin",
     "RetryBudgetExhaustedMixin",
     "flavour_name",
+    "flavour_named",
     "flavour_of",
     "register",
 ]
@@ -147,6 +148,19 @@ def register(flavour: Flavour) -> Flavour:
     return flavour
 
 
+def flavour_named(name: str) -> Flavour:
+    """The `Flavour` of ``"httpx"`` or ``"httpx2"``, importing its face (which registers it).
+
+    Raises:
+        ImportError: that library is not installed.
+    """
+    if name not in _REGISTERED:
+        import importlib
+
+        importlib.import_module(f"retrymw.{name}")  # the face registers its flavour
+    return _REGISTERED[name]
+
+
 def flavour_of(value: object, field: str) -> Flavour:
     """The `Flavour` of an httpx or httpx2 object (a client, say).
 
@@ -155,11 +169,7 @@ def flavour_of(value: object, field: str) -> Flavour:
     """
     name = flavour_name(value)
     if name is not None:
-        if name not in _REGISTERED:
-            import importlib
-
-            importlib.import_module(f"retrymw.{name}")  # the face registers its flavour
-        return _REGISTERED[name]
+        return flavour_named(name)
     raise ConfigError(
         field,
         f"{type(value).__module__}.{type(value).__qualname__}",

@@ -1,10 +1,12 @@
 """`FaultTransport`: scripted and random faults for httpx and httpx2 clients, in virtual time.
 
-One vocabulary of faults (`Fault`) serves every client flavour: the flavour only supplies its
-classes (responses, streams, exceptions, transport bases) through `Flavour`, and
-`fault_transport_class` builds the transport for it. Decisions (which fault, how much latency)
-are made once, under a lock, by `_Faults`; the async and sync paths only differ in how they
-sleep and call the inner transport.
+One vocabulary of faults (`Fault`) and one place that decides which fault a request meets
+(`FaultPlan`: a script, then seeded draws against rates, plus latency) serve every fault
+injector: the transports built here for each client library, and the loopback upstream that
+``retrymw demo`` drives (`retrymw.cli._upstream`). A transport takes its library's classes
+(responses, streams, exceptions, transport bases) from that library's one `Flavour`, the seam
+the retry transports use too. The async and sync paths only differ in how they sleep and call
+the inner transport.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from random import Random
-from types import ModuleType
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
 
-__all__ = ["Fault", "FaultKind", "Flavour", "fault_transport_class"]
+if TYPE_CHECKING:
+    from .._http.flavour import Flavour
+
+__all__ = ["Fault", "FaultKind", "FaultPlan", "fault_transport_class"]
 
 FaultKind = Literal[
     "status", "connect_error", "connect_timeout", "timeout", "reset", "stall", "pass"
@@ -102,34 +106,39 @@ class Fault:
         return str(self.status) if self.kind == "status" else self.kind
 
 
-@dataclass(frozen=True, slots=True)
-class Flavour:
-    """The classes of one client library (httpx or httpx2) that a fault transport needs."""
-
-    module: ModuleType
-
-    @classmethod
-    def of(cls, module: ModuleType) -> Flavour:
-        """The flavour of an httpx-compatible module."""
-        return cls(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.module, name)
-
-
 _PASS = Fault(kind="pass")
 
 
-class _Faults:
-    """The seeded, locked decisions of one transport: which fault each request meets."""
+class FaultPlan:
+    """Which fault each request meets, and its latency: seeded, thread-safe decisions.
+
+    The one place that decides "this request fails with X", for the fault transports and the
+    demo's upstream alike.
+
+    Args:
+        script: faults for the first requests, in order (`Fault`, a status, or a kind name).
+        rates: fault → probability for the requests after the script.
+        latency: seconds per request, or a ``(low, high)`` range drawn per request.
+        seed: the random seed, when no ``rng`` is given.
+        rng: the random source (shared with other plans that should draw from one sequence).
+
+    Attributes:
+        injected: what each request met, in order (``"503"``, ``"reset"``, ``"pass"`` ...).
+
+    Raises:
+        ConfigError: a fault, rate or latency that cannot be used, named with an example.
+    """
 
     def __init__(
         self,
-        script: Iterable[Fault | int | str],
-        rates: Mapping[Fault | int | str, float],
-        latency: float | tuple[float, float],
-        seed: int | None,
+        script: Iterable[Fault | int | str] = (),
+        rates: Mapping[Fault | int | str, float] | None = None,
+        latency: float | tuple[float, float] = 0.0,
+        *,
+        seed: int | None = None,
+        rng: Random | None = None,
     ) -> None:
+        rates = rates or {}
         self.script = deque(Fault.of(spec, field="script") for spec in script)
         self.rates = [(Fault.of(spec, field="rates"), rate) for spec, rate in rates.items()]
         for fault, rate in self.rates:
@@ -141,7 +150,7 @@ class _Faults:
         if not 0 <= low <= high:
             raise ConfigError("latency", latency, "must be >= 0 (or a (low, high) range)", "0.05")
         self.latency = (low, high)
-        self.rng = Random(seed)
+        self.rng = rng if rng is not None else Random(seed)
         self.lock = threading.Lock()
         self.injected: list[str] = []
 
@@ -166,9 +175,15 @@ class _Faults:
 
 
 def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
-    """Build the `FaultTransport` class of one client flavour, shown as ``face.FaultTransport``."""
+    """Build the `FaultTransport` class of one client library, shown as ``face.FaultTransport``.
 
-    class StalledStream(flavour.AsyncByteStream, flavour.SyncByteStream):  # type: ignore[misc,name-defined]
+    Args:
+        flavour: the library's `Flavour` (`retrymw._http.flavour.flavour_named`).
+        face: the module that shows the class.
+    """
+    library = flavour.module
+
+    class StalledStream(library.AsyncByteStream, library.SyncByteStream):  # type: ignore[misc,name-defined]
         """Sends ``body``, then hangs ``stall_for`` seconds and times out, like a stuck server."""
 
         def __init__(self, fault: Fault, clock: Clock, request: Any) -> None:
@@ -176,7 +191,7 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
 
         def _timeout(self) -> BaseException:
             message = f"fault injected: body stalled for {self._fault.stall_for:g}s"
-            return flavour.ReadTimeout(message, request=self._request)  # type: ignore[no-any-return]
+            return library.ReadTimeout(message, request=self._request)  # type: ignore[no-any-return]
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             if self._fault.body:
@@ -190,8 +205,8 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             self._clock.sleep_sync(self._fault.stall_for)
             raise self._timeout()
 
-    class FaultTransport(flavour.AsyncBaseTransport, flavour.BaseTransport):  # type: ignore[misc,name-defined]
-        __doc__ = _DOC.format(name=flavour.module.__name__)
+    class FaultTransport(library.AsyncBaseTransport, library.BaseTransport):  # type: ignore[misc,name-defined]
+        __doc__ = _DOC.format(name=flavour.name)
 
         def __init__(
             self,
@@ -204,7 +219,7 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             clock: Clock | None = None,
         ) -> None:
             self._inner = transport
-            self._faults = _Faults(script, rates or {}, latency, seed)
+            self._faults = FaultPlan(script, rates, latency, seed=seed)
             self._clock = clock if clock is not None else SYSTEM_CLOCK
             self.requests: list[Any] = []
             self.responses: list[Any] = []
@@ -215,7 +230,7 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             return list(self._faults.injected)
 
         def _ok(self, request: Any) -> Any:
-            response = flavour.Response(200, content=b"ok", request=request)
+            response = library.Response(200, content=b"ok", request=request)
             self.responses.append(response)
             return response
 
@@ -223,19 +238,19 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
             """The response a fault gives, or raise the error it is."""
             message = f"fault injected: {fault.kind.replace('_', ' ')}"
             if fault.kind == "connect_error":
-                raise flavour.ConnectError(message, request=request)
+                raise library.ConnectError(message, request=request)
             if fault.kind == "connect_timeout":
-                raise flavour.ConnectTimeout(message, request=request)
+                raise library.ConnectTimeout(message, request=request)
             if fault.kind == "reset":
-                raise flavour.ReadError("fault injected: connection reset by peer", request=request)
+                raise library.ReadError("fault injected: connection reset by peer", request=request)
             headers = fault.response_headers()
             if fault.kind == "stall":
                 stream = StalledStream(fault, self._clock, request)
-                response = flavour.Response(
+                response = library.Response(
                     fault.status, headers=headers, stream=stream, request=request
                 )
             else:
-                response = flavour.Response(
+                response = library.Response(
                     fault.status, headers=headers, content=fault.body, request=request
                 )
             self.responses.append(response)
@@ -249,7 +264,7 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
                 await self._clock.sleep(latency)
             if fault.kind == "timeout":
                 await self._clock.sleep(fault.stall_for)
-                raise flavour.ReadTimeout("fault injected: read timeout", request=request)
+                raise library.ReadTimeout("fault injected: read timeout", request=request)
             if fault.kind != "pass":
                 return self._answer(fault, request)
             if self._inner is None:
@@ -266,7 +281,7 @@ def fault_transport_class(flavour: Flavour, face: str) -> type[Any]:
                 self._clock.sleep_sync(latency)
             if fault.kind == "timeout":
                 self._clock.sleep_sync(fault.stall_for)
-                raise flavour.ReadTimeout("fault injected: read timeout", request=request)
+                raise library.ReadTimeout("fault injected: read timeout", request=request)
             if fault.kind != "pass":
                 return self._answer(fault, request)
             if self._inner is None:

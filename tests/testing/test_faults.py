@@ -7,16 +7,20 @@ exercised here too, through FaultTransport: each case is a script instead of a h
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections import Counter
+from random import Random
 
 import httpx
 import httpx2
 import pytest
 
 from retrymw import ConfigError, RetryPolicy
+from retrymw._http.flavour import flavour_named, flavour_of
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.testing import FakeClock, Fault, FaultTransport, Recorder
 from retrymw.testing import httpx2 as testing_httpx2
+from retrymw.testing._faults import FaultPlan
 
 pytestmark = pytest.mark.anyio
 
@@ -237,6 +241,39 @@ async def test_the_httpx2_retry_transport_over_httpx2_faults() -> None:
     async with httpx2.AsyncClient(transport=transport) as client:
         assert (await client.get(URL)).status_code == 200
     recorder.assert_call(attempts=3, outcome="success", delays=[1.0, 2.0])
+
+
+@pytest.mark.parametrize("library", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_each_library_has_one_flavour_seam(library: object) -> None:
+    """The fault transport takes its classes from the same Flavour the retry transports bind."""
+    name = library.__name__  # type: ignore[attr-defined]
+    flavour = flavour_named(name)
+    face = importlib.import_module(f"retrymw.{name}")
+    assert face.AsyncRetryTransport._flavour is flavour
+    assert flavour_of(library.Client(), "client") is flavour  # type: ignore[attr-defined]
+    faults = importlib.import_module(f"retrymw.testing.{name}").FaultTransport(
+        script=["connect_timeout"], clock=FakeClock()
+    )
+    with pytest.raises(flavour.never_sent):
+        faults.handle_request(library.Request("GET", URL))  # type: ignore[attr-defined]
+
+
+def test_plans_sharing_a_random_source_draw_one_sequence() -> None:
+    """A FaultPlan given an rng draws from it, so two plans on one rng replay a seeded run."""
+
+    def run(seed: int) -> list[tuple[str, float]]:
+        rng = Random(seed)
+        calm = FaultPlan(rates={503: 0.5}, latency=(0.1, 0.3), rng=rng)
+        storm = FaultPlan(rates={503: 1.0}, latency=(0.1, 0.3), rng=rng)
+        picks = [(calm if n % 3 else storm).next() for n in range(30)]
+        return [(fault.describe(), latency) for fault, latency in picks]
+
+    first = run(7)
+    assert first == run(7)
+    assert first != run(8)
+    assert {what for what, _ in first[::3]} == {"503"}  # the storm plan always fails
+    assert {what for what, _ in first} == {"503", "pass"}
+    assert all(0.1 <= latency <= 0.3 for _, latency in first)
 
 
 @pytest.mark.parametrize(
