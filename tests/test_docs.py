@@ -280,6 +280,7 @@ def _spans_table() -> str:
         names.ATTR_URL_FULL,
         names.ATTR_HTTP_RESEND_COUNT,
         names.ATTR_HTTP_STATUS_CODE,
+        names.ATTR_NETWORK_PROTOCOL_VERSION,
         names.ATTR_ATTEMPT,
         names.ATTR_ATTEMPT_OUTCOME,
         names.ATTR_ERROR_TYPE,

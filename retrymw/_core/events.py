@@ -102,7 +102,12 @@ class AttemptStarted(NamedTuple):
 
 
 class AttemptFinished(NamedTuple):
-    """An attempt ended; ``attempt_outcome`` says whether another attempt follows."""
+    """An attempt ended; ``attempt_outcome`` says whether another attempt follows.
+
+    ``result`` is what the attempt returned (the response, for the HTTP transports), or
+    ``None`` when it raised; instruments read details from it (``network.protocol.version``)
+    and must not keep it alive.
+    """
 
     policy: str
     target: str
@@ -113,6 +118,7 @@ class AttemptFinished(NamedTuple):
     error_type: str | None
     status: int | None = None
     exception: BaseException | None = None
+    result: object = None
 
 
 class RetryScheduled(NamedTuple):

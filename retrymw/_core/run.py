@@ -240,6 +240,7 @@ class CallRun:
                     None if attempt_outcome == "success" else error_type(outcome),
                     outcome.status,
                     error,
+                    result,
                 ),
             )
         self.attempt_scopes.exit()

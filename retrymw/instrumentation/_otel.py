@@ -38,6 +38,7 @@ from ._otel_support import (
     _args,
     _histogram,
     _http_request,
+    _protocol_version,
     _record_exception,
     _Scope,
 )
@@ -275,6 +276,8 @@ class OpenTelemetryInstrument(Instrument):
                 self._http_attributes.set(None)
                 if event.status is not None:
                     http[names.ATTR_HTTP_STATUS_CODE] = event.status
+                if (version := _protocol_version(event.result)) is not None:
+                    http[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
                 if event.exception is not None and event.error_type is not None:
                     http[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
                 elif event.status is not None and event.status >= 400:
@@ -295,6 +298,8 @@ class OpenTelemetryInstrument(Instrument):
             # whether retrymw retries.
             if event.status is not None:
                 span.set_attribute(names.ATTR_HTTP_STATUS_CODE, event.status)
+            if (version := _protocol_version(event.result)) is not None:
+                span.set_attribute(names.ATTR_NETWORK_PROTOCOL_VERSION, version)
             if event.exception is not None:
                 error_type = event.error_type
             elif event.status is not None and event.status >= 400:

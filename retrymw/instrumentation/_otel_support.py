@@ -27,6 +27,8 @@ _KNOWN_METHODS = frozenset(
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _ERROR = Status(StatusCode.ERROR)
+#: httpx's and httpx2's ``Response.http_version`` → semconv ``network.protocol.version``.
+_PROTOCOL_VERSIONS = {"HTTP/1.1": "1.1", "HTTP/2": "2", "HTTP/1.0": "1.0", "HTTP/3": "3"}
 
 
 def _http_request(request: object) -> Any:
@@ -37,6 +39,17 @@ def _http_request(request: object) -> Any:
     if httpx is not None and isinstance(request, httpx.Request):
         return request
     return None
+
+
+def _protocol_version(response: object) -> str | None:
+    """The ``network.protocol.version`` of an HTTP attempt's ``response`` ("1.1", "2", "3").
+
+    ``None`` when the attempt raised (no response) or the version is none of the known ones:
+    an inner transport may put anything in ``extensions["http_version"]``, and an attribute
+    value must stay from a bounded set.
+    """
+    version = getattr(response, "http_version", None) if response is not None else None
+    return _PROTOCOL_VERSIONS.get(version) if isinstance(version, str) else None
 
 
 class _Scope:

@@ -30,6 +30,7 @@ __all__ = [
     "ATTR_HTTP_RESEND_COUNT",
     "ATTR_HTTP_STATUS_CODE",
     "ATTR_MAX_ATTEMPTS",
+    "ATTR_NETWORK_PROTOCOL_VERSION",
     "ATTR_OUTCOME",
     "ATTR_POLICY",
     "ATTR_POLICY_ATTEMPTS",
@@ -160,6 +161,8 @@ ATTR_URL_FULL = "url.full"
 ATTR_HTTP_STATUS_CODE = "http.response.status_code"
 ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
 ATTR_URL_SCHEME = "url.scheme"
+#: The response's HTTP version: "1.1", "2", "3" (attempt span and http.client.request.duration).
+ATTR_NETWORK_PROTOCOL_VERSION = "network.protocol.version"
 
 # Exception events (semconv), written by retrymw itself so that message and stack trace are
 # redacted and a failing ``__str__`` cannot break them.

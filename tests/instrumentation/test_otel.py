@@ -153,6 +153,7 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
                     # OTel convention: credentials and sensitive query values are REDACTED.
                     "url.full": "http://REDACTED:REDACTED@api.test/items?token=REDACTED#top",
                     "http.response.status_code": 503 if failed else 200,
+                    "network.protocol.version": "1.1",  # httpx's default http_version
                 }
             )
             if number > 1:
