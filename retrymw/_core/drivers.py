@@ -15,17 +15,24 @@ import anyio
 
 from .callables import Refused
 from .clock import Clock, waits_disabled
-from .instruments import Dispatch
+from .instruments import Dispatch, Hook
 from .policy import RetryPolicy
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
+from .runtime import for_target
 
 if TYPE_CHECKING:
     from ..stores import Store
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "Plain"]
 
 T = TypeVar("T")
+
+# How a call may run its first attempt: ``None``, on the full path (events, scopes, admission);
+# ``()``, bare, with nothing to report; otherwise bare, then reported to these hooks of
+# metrics-only instruments if it succeeds (`Instrument.first_attempt_succeeded`). A first
+# attempt that fails goes on down the full path, which reports it as its first attempt.
+Plain = tuple[Hook, ...] | None
 
 
 class Engine:
@@ -53,14 +60,14 @@ class Engine:
     _clock: Clock
     _dispatch: Dispatch
     _fund: Callable[[], None] | None
-    _plain: bool
-    _quiet: tuple[Dispatch, bool] | None
+    _plain: Plain
+    _quiet: tuple[Dispatch, Plain] | None
     _rng: Random
     _store: Store | None
     _throttle: ThrottleArg
 
-    def _current(self) -> tuple[Dispatch, bool]:
-        """The dispatch for a call starting now, and whether its policy may take the plain path."""
+    def _current(self) -> tuple[Dispatch, Plain]:
+        """The dispatch for a call starting now, and how its policy may run the first attempt."""
         if self._quiet is None or self._dispatch.listening():
             return self._dispatch, self._plain
         return self._quiet
@@ -74,19 +81,16 @@ class Engine:
         `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` only when
         it needs a retry.
         """
-        return self._is_plain(policy, self._current()[0], results_checked=True)
+        return self._plain_hooks(policy, self._current()[0], results_checked=True) == ()
 
-    def _is_plain(
+    def _plain_hooks(
         self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
-    ) -> bool:
+    ) -> Plain:
+        """How calls under ``policy`` run their first attempt: `Plain`."""
         # The plain path runs the first attempt with no bookkeeping at all; anything that must
         # observe or bound that first attempt sends calls down the full path instead.
-        return not (
-            dispatch.call_started
-            or dispatch.attempt_started
-            or dispatch.attempt_finished
-            or dispatch.call_finished
-            or self._breaker is not None
+        if (
+            self._breaker is not None
             or self._throttle is not None
             or self._store is not None
             or policy.timeout is not None
@@ -94,9 +98,58 @@ class Engine:
             or (
                 not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
             )
+        ):
+            return None
+        return dispatch.first_success_hooks()
+
+    def _report_first_success(
+        self, hooks: tuple[Hook, ...], operation: str, started: float
+    ) -> None:
+        """Tell metrics-only instruments that a call on the plain path succeeded at once."""
+        now = self._clock.now()
+        budget_available = None
+        if self._budget is not None and now - self._budget_reported_at >= 1.0:
+            # As on the full path: the gauge is refreshed at most once a second on success.
+            budget = for_target(self._budget, operation)
+            if budget is not None:  # pragma: no branch - a PerTarget always gives one
+                self._budget_reported_at = now
+                budget_available = budget.available()
+        Dispatch.report_first_success(
+            hooks, self.policy.name, operation, now - started, budget_available
         )
 
     # -- drivers -------------------------------------------------------------------------------
+
+    def _open_run(
+        self,
+        operation: str,
+        target: str | None,
+        policy: RetryPolicy | None,
+        adapter: AttemptAdapter | None,
+        request: object,
+        first_error: Exception | None,
+        first_result: object,
+        since: int | None,
+        started: float | None,
+        dispatch: Dispatch | None,
+    ) -> CallRun:
+        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had."""
+        resumed = first_error is not None or first_result is not _NOT_GIVEN
+        if dispatch is None:
+            quiet = self._quiet
+            dispatch = quiet[0] if resumed and quiet is not None else self._current()[0]
+        return CallRun(
+            self,
+            policy or self.policy,
+            operation,
+            target,
+            adapter,
+            request,
+            dispatch,
+            since,
+            started,
+            resumed,
+        )
 
     async def execute_async(
         self,
@@ -110,6 +163,8 @@ class Engine:
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
+        started: float | None = None,
+        dispatch: Dispatch | None = None,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
@@ -117,16 +172,25 @@ class Engine:
         (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
         whose first attempt already ran on the plain path (see `plain_first_attempt`), with
-        ``since``, the `next_serial` taken before that attempt (retry at one layer).
+        ``since``, the `next_serial` taken before that attempt (retry at one layer), ``started``,
+        the clock's time when it began (then reported as the call's first attempt), and the
+        ``dispatch`` the call was started with.
         """
-        resumed = first_error is not None or first_result is not _NOT_GIVEN
-        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(
-            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        run = self._open_run(
+            operation,
+            target,
+            policy,
+            adapter,
+            request,
+            first_error,
+            first_result,
+            since,
+            started,
+            dispatch,
         )
         sleep = self._clock.sleep
         try:
-            delay = run.open(resumed, first_result, first_error)
+            delay = run.open(first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:
@@ -172,16 +236,25 @@ class Engine:
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
+        started: float | None = None,
+        dispatch: Dispatch | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
-        resumed = first_error is not None or first_result is not _NOT_GIVEN
-        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
-        run = CallRun(
-            self, policy or self.policy, operation, target, adapter, request, dispatch, since
+        run = self._open_run(
+            operation,
+            target,
+            policy,
+            adapter,
+            request,
+            first_error,
+            first_result,
+            since,
+            started,
+            dispatch,
         )
         sleep = self._clock.sleep_sync
         try:
-            delay = run.open(resumed, first_result, first_error)
+            delay = run.open(first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.state.attempt:
                     if adapter is not None and run.result is not None:

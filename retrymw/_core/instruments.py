@@ -60,6 +60,21 @@ class Instrument:
     def call_finished(self, event: CallFinished, /) -> None:
         """A logical call ended (emitted inside the call's context manager)."""
 
+    def first_attempt_succeeded(
+        self, policy: str, target: str, duration: float, budget_available: float | None, /
+    ) -> None:
+        """A call succeeded at its first attempt, reported without events (the fast path).
+
+        Optional, for instruments that only record metrics: an instrument that implements it
+        records here exactly what its `attempt_finished` and `call_finished` would for that
+        call (attempt and call outcome ``success``, one attempt, the same ``duration`` for
+        both). While every instrument that observes attempts or calls implements it, and none
+        opens call or attempt scopes, such calls skip building events altogether.
+        ``budget_available`` is the budget's tokens, read at most once a second, else ``None``.
+
+        .. versionadded:: 0.3
+        """
+
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """A circuit breaker changed state."""
 
@@ -86,6 +101,7 @@ HOOKS = (
     "retry_scheduled",
     "retry_denied",
     "call_finished",
+    "first_attempt_succeeded",
     "breaker_state_changed",
     "attached",
 )
@@ -119,7 +135,7 @@ class _Guard:
         )
 
 
-Hook = tuple[_Guard, Callable[[Any], Any]]
+Hook = tuple[_Guard, Callable[..., Any]]
 
 
 class Scopes:
@@ -176,6 +192,7 @@ class Dispatch:
         self.retry_scheduled = _table(guards, "retry_scheduled")
         self.retry_denied = _table(guards, "retry_denied")
         self.call_finished = _table(guards, "call_finished")
+        self.first_attempt_succeeded = _table(guards, "first_attempt_succeeded")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
         # The guards of instruments that can be idle (they override `listening`).
@@ -185,6 +202,36 @@ class Dispatch:
             if getattr(type(guard.instrument), "listening", None)
             not in (None, Instrument.listening)
         )
+
+    def first_success_hooks(self) -> tuple[Hook, ...] | None:
+        """The hooks that record a first-attempt success on the fast path, if they suffice.
+
+        ``None`` when some instrument opens call or attempt scopes, or observes attempts or
+        calls without `Instrument.first_attempt_succeeded`: those calls need the events.
+        """
+        if self.call_started or self.attempt_started:
+            return None
+        fast = {guard for guard, _ in self.first_attempt_succeeded}
+        for guard, _ in (*self.attempt_finished, *self.call_finished):
+            if guard not in fast:
+                return None
+        return self.first_attempt_succeeded
+
+    @staticmethod
+    def report_first_success(
+        hooks: tuple[Hook, ...],
+        policy: str,
+        target: str,
+        duration: float,
+        budget_available: float | None,
+    ) -> None:
+        """Deliver a fast-path success to every enabled hook (see `first_success_hooks`)."""
+        for guard, method in hooks:
+            if guard.enabled:
+                try:
+                    method(policy, target, duration, budget_available)
+                except Exception:
+                    guard.fail("first_attempt_succeeded")
 
     def quiet(self) -> Dispatch | None:
         """The same dispatch without the instruments that can be idle; None if there are none."""

@@ -29,7 +29,7 @@ from .callables import (
 )
 from .clock import SYSTEM_CLOCK, Clock
 from .drivers import Engine
-from .instruments import Dispatch
+from .instruments import Dispatch, Hook
 from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
@@ -133,11 +133,11 @@ class Retrier(Engine):
                 if protection is not None:
                     fleet.attach(protection)
         self._announce()
-        self._plain = self._is_plain(self.policy, self._dispatch)
+        self._plain = self._plain_hooks(self.policy, self._dispatch)
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
         # while none listens, calls use this dispatch without them, and its plain path.
         quiet = self._dispatch.quiet()
-        self._quiet = None if quiet is None else (quiet, self._is_plain(self.policy, quiet))
+        self._quiet = None if quiet is None else (quiet, self._plain_hooks(self.policy, quiet))
 
     def _announce(self) -> None:
         """Announce the policy and protection to the instruments before any call (`Attached`).
@@ -263,18 +263,17 @@ class Retrier(Engine):
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
         quiet = self._quiet
-        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
-        if plain:
+        dispatch, plain = (
+            (self._dispatch, self._plain) if quiet is None or self._dispatch.listening() else quiet
+        )
+        if plain is not None:
             since = next_serial()  # what is marked after this was marked inside this call
+            started = self._clock.now() if plain else None
             try:
                 awaitable = fn(*args, **kwargs)
                 if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
                     result = await awaitable
-                    fund = self._fund
-                    if fund is not None:
-                        fund()
-                    elif self._budget is not None:
-                        self._record_success(operation, fn)
+                    self._plain_success(plain, operation, fn, started)
                     return result
             except Exception as error:
                 first = error
@@ -287,6 +286,8 @@ class Retrier(Engine):
                 operation=operation or operation_name(fn),
                 first_error=first,
                 since=since,
+                started=started,
+                dispatch=dispatch,
             )
         return await self.execute_async(
             async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
@@ -296,9 +297,12 @@ class Retrier(Engine):
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
         quiet = self._quiet
-        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
-        if plain:
+        dispatch, plain = (
+            (self._dispatch, self._plain) if quiet is None or self._dispatch.listening() else quiet
+        )
+        if plain is not None:
             since = next_serial()  # what is marked after this was marked inside this call
+            started = self._clock.now() if plain else None
             first: Exception | None = None
             try:
                 result = fn(*args, **kwargs)
@@ -311,20 +315,34 @@ class Retrier(Engine):
                     operation=operation or operation_name(fn),
                     first_error=first,
                     since=since,
+                    started=started,
+                    dispatch=dispatch,
                 )
             if type(result) in SUSPECT_RESULTS:
                 refusal = async_result_error(fn, result)
                 if refusal is not None:
                     raise refusal  # never retried
-            fund = self._fund
-            if fund is not None:
-                fund()
-            elif self._budget is not None:
-                self._record_success(operation, fn)
+            self._plain_success(plain, operation, fn, started)
             return result
         return self.execute_sync(
             sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
         )
+
+    def _plain_success(
+        self,
+        hooks: tuple[Hook, ...],
+        operation: str | None,
+        fn: Callable[..., Any],
+        started: float | None,
+    ) -> None:
+        """A call's bare first attempt succeeded: fund the budget and tell the instruments."""
+        fund = self._fund
+        if fund is not None:
+            fund()
+        elif self._budget is not None:
+            self._record_success(operation, fn)
+        if started is not None:
+            self._report_first_success(hooks, operation or operation_name(fn), started)
 
     def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
         """Fund the budget for a call that succeeded on the plain path."""

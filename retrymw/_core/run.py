@@ -53,6 +53,7 @@ class CallRun:
         "request",
         "result",
         "resume",
+        "resumed",
         "retrier",
         "serial",
         "sleep_scopes",
@@ -72,6 +73,8 @@ class CallRun:
         request: object,
         dispatch: Dispatch,
         since: int | None = None,
+        started: float | None = None,
+        resumed: bool = False,
     ) -> None:
         self.retrier = retrier
         self.policy = policy
@@ -80,7 +83,8 @@ class CallRun:
         self.adapter = adapter
         self.request = request
         self.dispatch = dispatch
-        self.state = CallState(retrier._clock.now())
+        self.state = CallState(retrier._clock.now() if started is None else started)
+        self.resumed = resumed
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
         self.breaker = for_target(retrier._breaker, self.target)
@@ -118,14 +122,14 @@ class CallRun:
                 ),
             )
 
-    def open(self, resumed: bool, result: object, error: Exception | None) -> float | None:
+    def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
 
-        A call ``resumed`` from the plain path already ran its first attempt, with no hooks:
-        it goes on from that attempt's ``result`` or ``error`` and keeps to the dispatch it
-        was given (the one without idle instruments), rather than reporting half a call.
+        A call resumed from the plain path already ran its first attempt, with no scopes: it
+        goes on from that attempt's ``result`` or ``error`` and keeps to the dispatch it was
+        given (the one without idle instruments), rather than reporting half a call.
         """
-        if not resumed:
+        if not self.resumed:
             self.begin()
             return 0.0 if self.resume is None else self._resume()
         self.state.attempt = 1

@@ -70,6 +70,8 @@ class _Metrics:
         self.call_children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self.attempt_children: dict[tuple[str, str, str, str | None], tuple[Any, Any]] = {}
         self.backoff_children: dict[tuple[str, str], Any] = {}
+        # A first-attempt success's five children (attempt's two, then the call's three).
+        self.success_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.budget_children: dict[tuple[str, str], Any] = {}
         self.denied_children: dict[tuple[str, str, str], Any] = {}
         self.pairs: set[tuple[str, str]] = set()
@@ -269,6 +271,14 @@ class _Metrics:
             self.attempt_children[policy, target, outcome, raw_error] = children
         return children
 
+    def success(self, policy: str, raw_target: str) -> tuple[Any, ...]:
+        children = self.attempt(policy, raw_target, "success", None) + self.call(
+            policy, raw_target, "success"
+        )
+        if self.target(raw_target) == raw_target:
+            self.success_children[policy, raw_target] = children
+        return children
+
     def backoff_of(self, policy: str, raw_target: str) -> Any:
         target = self.target(raw_target)
         self.precreate(policy, target)
@@ -389,6 +399,31 @@ class PrometheusInstrument(Instrument):
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:
             metrics.refresh((event.policy, metrics.target(event.target)))
+            if metrics.fleets is not None:
+                metrics.fleets.refresh()
+
+    def first_attempt_succeeded(
+        self, policy: str, target: str, duration: float, budget_available: float | None, /
+    ) -> None:
+        """What `attempt_finished` and `call_finished` record for a call that succeeded at once.
+
+        The fast path of a call whose first attempt succeeded: the same series and values,
+        with the exemplar read once.
+        """
+        metrics = self._metrics
+        children = metrics.success_children.get((policy, target))
+        if children is None:
+            children = metrics.success(policy, target)
+        exemplar = _exemplar()
+        children[0].inc(1)
+        children[1].observe(duration, exemplar)
+        children[2].inc(1)
+        children[3].observe(duration, exemplar)
+        children[4].observe(1)
+        if budget_available is not None:
+            self._budget(policy, target, budget_available)
+        if metrics.multiprocess:
+            metrics.refresh((policy, metrics.target(target)))
             if metrics.fleets is not None:
                 metrics.fleets.refresh()
 

@@ -1,0 +1,153 @@
+"""The metrics-only fast path: a first-attempt success reaches instruments without events.
+
+`Instrument.first_attempt_succeeded` replaces `attempt_finished` + `call_finished` for calls
+that succeed at once, only while every instrument observing attempts or calls implements it and
+none opens scopes; anything else (a retry, a scope, a breaker) takes the full path with events.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from retrymw import CircuitBreaker, Retrier, RetryPolicy
+from retrymw.instrumentation import Instrument
+from retrymw.testing import FakeClock, RecordingInstrument
+
+pytestmark = pytest.mark.anyio
+
+STEP = 0.25  # virtual seconds each attempt takes
+
+
+class Metered(Instrument):
+    """A metrics-only instrument: records what it is told, by hook name."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+
+    def attempt_finished(self, event: Any, /) -> None:
+        self.seen.append(("attempt_finished", event.attempt, event.attempt_outcome, event.duration))
+
+    def call_finished(self, event: Any, /) -> None:
+        self.seen.append(("call_finished", event.outcome, event.attempts, event.duration))
+
+    def first_attempt_succeeded(
+        self, policy: str, target: str, duration: float, budget: float | None, /
+    ) -> None:
+        self.seen.append(("first_attempt_succeeded", policy, target, duration, budget))
+
+
+class EventsOnly(Instrument):
+    """Observes calls without the fast-path hook: it needs the events."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def call_finished(self, event: Any, /) -> None:
+        self.calls += 1
+
+
+def flaky(clock: FakeClock, failures: int) -> Any:
+    count = 0
+
+    async def fetch() -> str:
+        nonlocal count
+        count += 1
+        clock.advance(STEP)
+        if count <= failures:
+            raise ConnectionError(f"reset #{count}")
+        return "ok"
+
+    return fetch
+
+
+def retrier(clock: FakeClock, *instruments: Any, **kwargs: Any) -> Retrier:
+    policy = RetryPolicy(name="p", attempts=3, backoff="fixed", initial_delay=0)
+    return Retrier(policy, instruments=instruments, clock=clock, **kwargs)
+
+
+async def test_a_first_attempt_success_is_one_hook_call_and_no_events() -> None:
+    clock = FakeClock()
+    metered = Metered()
+    assert await retrier(clock, metered).call(flaky(clock, 0)) == "ok"
+    # The budget's tokens come with the first report (then at most once a second).
+    assert metered.seen == [("first_attempt_succeeded", "p", "fetch", STEP, 10.0)]
+
+
+async def test_a_retried_call_reports_its_first_attempt_from_when_it_started() -> None:
+    clock = FakeClock()
+    metered = Metered()
+    assert await retrier(clock, metered).call(flaky(clock, 2)) == "ok"
+    assert metered.seen == [
+        ("attempt_finished", 1, "retried", STEP),
+        ("attempt_finished", 2, "retried", STEP),
+        ("attempt_finished", 3, "success", STEP),
+        ("call_finished", "success", 3, 3 * STEP),
+    ]
+
+
+def test_the_sync_front_door_takes_the_same_fast_path() -> None:
+    clock = FakeClock()
+    metered = Metered()
+    count = 0
+
+    def fetch() -> str:
+        nonlocal count
+        count += 1
+        clock.advance(STEP)
+        if count == 1:
+            raise ConnectionError("reset")
+        return "ok"
+
+    run = retrier(clock, metered, budget=None)
+    assert run.call_sync(fetch) == "ok"
+    assert run.call_sync(fetch) == "ok"
+    assert metered.seen == [
+        ("attempt_finished", 1, "retried", STEP),
+        ("attempt_finished", 2, "success", STEP),
+        ("call_finished", "success", 2, 2 * STEP),
+        ("first_attempt_succeeded", "p", "fetch", STEP, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "companion", [EventsOnly(), RecordingInstrument()], ids=["no fast hook", "opens scopes"]
+)
+async def test_an_instrument_that_needs_events_keeps_every_call_on_the_full_path(
+    companion: Any,
+) -> None:
+    clock = FakeClock()
+    metered = Metered()
+    assert await retrier(clock, metered, companion).call(flaky(clock, 0)) == "ok"
+    assert metered.seen == [
+        ("attempt_finished", 1, "success", STEP),
+        ("call_finished", "success", 1, STEP),
+    ]
+
+
+async def test_a_breaker_keeps_calls_on_the_full_path() -> None:
+    clock = FakeClock()
+    metered = Metered()
+    run = retrier(clock, metered, breaker=CircuitBreaker(name="b", clock=clock))
+    assert await run.call(flaky(clock, 0)) == "ok"
+    assert [entry[0] for entry in metered.seen] == ["attempt_finished", "call_finished"]
+
+
+async def test_a_failing_fast_hook_is_disabled_and_the_result_stands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(Metered):
+        def first_attempt_succeeded(self, *args: Any) -> None:
+            raise RuntimeError("boom")
+
+    clock = FakeClock()
+    broken, healthy = Broken(), Metered()
+    run = retrier(clock, broken, healthy)
+    with caplog.at_level(logging.ERROR, logger="retrymw"):
+        assert await run.call(flaky(clock, 0)) == "ok"
+        assert await run.call(flaky(clock, 0)) == "ok"
+    assert [entry[0] for entry in healthy.seen] == ["first_attempt_succeeded"] * 2
+    assert broken.seen == []
+    assert len([r for r in caplog.records if "first_attempt_succeeded" in r.message]) == 1
