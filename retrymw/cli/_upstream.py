@@ -1,9 +1,12 @@
 """The demo's flaky upstream: a small HTTP/1.1 server on asyncio streams.
 
-It answers every request with a status drawn from a script: 502/503/504 at ``failure_rate``,
-429 with ``Retry-After`` at ``rate_limited``, 200 otherwise, and 503 for everything during the
-outage windows. Keep-alive is supported, so the client's connection pool behaves as in
-production. It is a test double, not a web server: no chunked bodies, no pipelining.
+It speaks the fault vocabulary of `retrymw.testing` (`Fault`, decided by a `FaultPlan`), the
+same one `FaultTransport` injects in tests: an `UpstreamScript` becomes rates of faults
+(502/503/504 at ``failure_rate``, 429 with ``Retry-After`` at ``rate_limited``, none otherwise)
+and latency, and during the outage windows a second plan answers 503 to everything. Both plans
+draw from one seeded random source, so ``--seed`` repeats a run. Keep-alive is supported, so
+the client's connection pool behaves as in production. It is a test double, not a web server:
+no chunked bodies, no pipelining.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
 
+from ..testing._faults import Fault, FaultPlan
 from ._common import duration, human_duration
 
 __all__ = ["FlakyUpstream", "Outage", "UpstreamScript", "parse_outage"]
@@ -29,7 +33,9 @@ _REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
-_FAILURES = (503, 503, 502, 504)  # mostly 503, like a real overloaded dependency
+# The 5xx mix: mostly 503, like a real overloaded dependency.
+_FAILURES = ((Fault(status=503), 0.5), (Fault(status=502), 0.25), (Fault(status=504), 0.25))
+_OUTAGE = Fault(status=503)
 _MAX_HEAD = 64 * 1024
 
 
@@ -95,6 +101,21 @@ class UpstreamScript:
     latency: float = 0.02
     outage: Outage | None = None
 
+    def rates(self) -> dict[Fault, float]:
+        """The faults outside the outages and their shares, as a `FaultPlan` takes them.
+
+        A ``rate_limited`` and ``failure_rate`` adding up to more than 1 fail every request:
+        429s take their share first, 5xx the rest.
+        """
+        failing = min(self.failure_rate, 1.0 - self.rate_limited)
+        rates = {Fault(status=429, retry_after=self.retry_after): self.rate_limited}
+        rates.update((fault, failing * share) for fault, share in _FAILURES)
+        return rates
+
+    def latency_range(self) -> tuple[float, float]:
+        """Each response takes 0.5x to 1.5x of ``latency``."""
+        return (0.5 * self.latency, 1.5 * self.latency)
+
     def describe(self) -> str:
         """A short description for the demo's banner."""
         parts = [
@@ -112,7 +133,7 @@ class FlakyUpstream:
 
     Args:
         script: what to answer.
-        rng: the random source (seed it for a repeatable run).
+        rng: the random source of every draw (seed it for a repeatable run).
         clock: monotonic time, for the outage windows.
 
     Attributes:
@@ -128,7 +149,10 @@ class FlakyUpstream:
     ) -> None:
         self.script = script
         self.statuses: Counter[int] = Counter()
-        self._rng = rng if rng is not None else Random()
+        rng = rng if rng is not None else Random()
+        latency = script.latency_range()
+        self._plan = FaultPlan(rates=script.rates(), latency=latency, rng=rng)
+        self._outage_plan = FaultPlan(rates={_OUTAGE: 1.0}, latency=latency, rng=rng)
         self._clock = clock
         self._started = clock()
         self._server: asyncio.Server | None = None
@@ -168,17 +192,14 @@ class FlakyUpstream:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
 
+    def next_fault(self) -> tuple[Fault, float]:
+        """The fault the next request meets (``pass``: none) and how long its answer takes."""
+        return (self._outage_plan if self.in_outage() else self._plan).next()
+
     def respond(self) -> tuple[int, dict[str, str]]:
         """Draw the status and extra headers of the next response."""
-        script = self.script
-        if self.in_outage():
-            return 503, {}
-        draw = self._rng.random()
-        if draw < script.rate_limited:
-            return 429, {"Retry-After": str(script.retry_after)}
-        if draw < script.rate_limited + script.failure_rate:
-            return self._rng.choice(_FAILURES), {}
-        return 200, {}
+        fault, _ = self.next_fault()
+        return _status(fault), dict(fault.response_headers())
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -193,10 +214,10 @@ class FlakyUpstream:
                 length, close = _parse_head(head)
                 if length:
                     await reader.readexactly(length)
-                status, headers = self.respond()
-                await asyncio.sleep(self.script.latency * self._rng.uniform(0.5, 1.5))
-                self.statuses[status] += 1
-                writer.write(_response(status, headers, close))
+                fault, latency = self.next_fault()
+                await asyncio.sleep(latency)
+                self.statuses[_status(fault)] += 1
+                writer.write(_response(fault, close))
                 await writer.drain()
                 if close:
                     break
@@ -226,13 +247,23 @@ def _parse_head(head: bytes) -> tuple[int, bool]:
     return length, close
 
 
-def _response(status: int, headers: dict[str, str], close: bool) -> bytes:
-    body = f'{{"status": {status}}}\n'.encode()
+def _status(fault: Fault) -> int:
+    """The status a fault answers with: its own, or 200 when the request meets none.
+
+    The script only makes status faults: the errors a transport raises (resets, timeouts,
+    stalls) have no place in the demo's upstream, whose load is about statuses and hints.
+    """
+    return 200 if fault.kind == "pass" else fault.status
+
+
+def _response(fault: Fault, close: bool) -> bytes:
+    status = _status(fault)
+    body = fault.body or f'{{"status": {status}}}\n'.encode()
     lines = [
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
         "Content-Type: application/json",
         f"Content-Length: {len(body)}",
         f"Connection: {'close' if close else 'keep-alive'}",
-        *(f"{name}: {value}" for name, value in headers.items()),
+        *(f"{name}: {value}" for name, value in fault.response_headers()),
     ]
     return "\r\n".join(lines).encode("ascii") + b"\r\n\r\n" + body
