@@ -101,14 +101,16 @@ class UpstreamScript:
     latency: float = 0.02
     outage: Outage | None = None
 
-    def rates(self) -> dict[Fault, float]:
+    def rates(self) -> dict[Fault | int | str, float]:
         """The faults outside the outages and their shares, as a `FaultPlan` takes them.
 
         A ``rate_limited`` and ``failure_rate`` adding up to more than 1 fail every request:
         429s take their share first, 5xx the rest.
         """
         failing = min(self.failure_rate, 1.0 - self.rate_limited)
-        rates = {Fault(status=429, retry_after=self.retry_after): self.rate_limited}
+        rates: dict[Fault | int | str, float] = {
+            Fault(status=429, retry_after=self.retry_after): self.rate_limited
+        }
         rates.update((fault, failing * share) for fault, share in _FAILURES)
         return rates
 
