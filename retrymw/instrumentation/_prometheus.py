@@ -11,7 +11,7 @@ import functools
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 try:
@@ -34,7 +34,7 @@ from .._core.events import (
 from .._core.forks import ForkSafeLock
 from .._core.instruments import Instrument
 from . import _names as names
-from ._prometheus_exemplar import exemplar_reader
+from ._prometheus_exemplar import exemplar_due, exemplar_reader
 from ._prometheus_live import FleetCollector, FleetGauges, create, failure_rate, read_live, set_from
 
 __all__ = ["PrometheusInstrument"]
@@ -303,6 +303,13 @@ class _Metrics:
         return child
 
 
+def _observe(histogram: Any, bounds: Sequence[float], value: float, exemplar: Any) -> None:
+    """Observe ``value``, with the exemplar if its bucket takes one now (`exemplar_due`)."""
+    if exemplar is not None and not exemplar_due(histogram, bounds, value):
+        exemplar = None
+    histogram.observe(value, exemplar)
+
+
 def _seconds(value: float | None) -> str:
     return "" if value is None else format(value, "g")
 
@@ -326,7 +333,8 @@ class PrometheusInstrument(Instrument):
     caps, so creating several (one per `Retrier`, say) never raises "Duplicated timeseries".
     The latency histograms (call, attempt and backoff durations) carry a
     ``trace_id``/``span_id`` exemplar when a sampled OpenTelemetry span is current (visible in
-    the OpenMetrics exposition that Prometheus scrapes by default); counters carry none.
+    the OpenMetrics exposition that Prometheus scrapes by default), at most one per bucket per
+    second (Prometheus keeps only a bucket's latest); counters carry none.
     ``retrymw_target`` keeps its first 100 values per registry and reports later ones as
     ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
 
@@ -363,7 +371,7 @@ class PrometheusInstrument(Instrument):
         if children is None:
             children = metrics.attempt(*key)
         children[0].inc(1)  # exemplars go on the latency histograms only (DESIGN §6)
-        children[1].observe(event.duration, _exemplar())
+        _observe(children[1], names.ATTEMPT_DURATION_BUCKETS, event.duration, _exemplar())
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Observe the backoff delay and the budget's tokens."""
@@ -371,7 +379,7 @@ class PrometheusInstrument(Instrument):
         child = metrics.backoff_children.get((event.policy, event.target))
         if child is None:
             child = metrics.backoff_of(event.policy, event.target)
-        child.observe(event.delay, _exemplar())
+        _observe(child, names.BACKOFF_DURATION_BUCKETS, event.delay, _exemplar())
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
 
@@ -393,7 +401,7 @@ class PrometheusInstrument(Instrument):
         if children is None:
             children = metrics.call(*key)
         children[0].inc(1)
-        children[1].observe(event.duration, _exemplar())
+        _observe(children[1], names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
         children[2].observe(event.attempts)
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
@@ -416,9 +424,9 @@ class PrometheusInstrument(Instrument):
             children = metrics.success(policy, target)
         exemplar = _exemplar()
         children[0].inc(1)
-        children[1].observe(duration, exemplar)
+        _observe(children[1], names.ATTEMPT_DURATION_BUCKETS, duration, exemplar)
         children[2].inc(1)
-        children[3].observe(duration, exemplar)
+        _observe(children[3], names.CALL_DURATION_BUCKETS, duration, exemplar)
         children[4].observe(1)
         if budget_available is not None:
             self._budget(policy, target, budget_available)

@@ -5,11 +5,34 @@ Needs no prometheus_client: only opentelemetry-api, when importable.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+import weakref
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 
-__all__ = ["Exemplar", "exemplar_reader", "no_exemplar"]
+__all__ = ["Exemplar", "exemplar_due", "exemplar_reader", "no_exemplar"]
 
 Exemplar = dict[str, str]
+
+# Prometheus keeps only the latest exemplar of each bucket and scrapes every 15 s or more, and
+# prometheus_client validates and stores an exemplar in about 1.4 µs per observation: one per
+# bucket per second shows the same traces for a fraction of the cost.
+EXEMPLAR_INTERVAL = 1.0
+_now = time.monotonic  # replaced by tests
+_exemplar_times: weakref.WeakKeyDictionary[object, list[float]] = weakref.WeakKeyDictionary()
+
+
+def exemplar_due(histogram: object, bounds: Sequence[float], value: float) -> bool:
+    """Whether ``value``'s bucket of ``histogram`` (a child) takes an exemplar now."""
+    times = _exemplar_times.get(histogram)
+    if times is None:
+        times = _exemplar_times[histogram] = [float("-inf")] * (len(bounds) + 1)
+    bucket = bisect_left(bounds, value)  # Prometheus buckets are "less than or equal"
+    now = _now()
+    if now - times[bucket] < EXEMPLAR_INTERVAL:
+        return False
+    times[bucket] = now
+    return True
 
 
 def no_exemplar() -> Exemplar | None:

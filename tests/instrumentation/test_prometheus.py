@@ -610,3 +610,40 @@ async def test_a_retrier_with_defaults_feeds_the_default_registry(clock: FakeClo
     fetch = script(clock, failures=0)
     assert await Retrier(RetryPolicy(name="defaults-test"), clock=clock).call(fetch) == "ok"
     assert count() == before + 1
+
+
+def test_a_bucket_takes_one_exemplar_per_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prometheus keeps a bucket's latest exemplar only: later ones within a second are dropped.
+
+    Each bucket has its own second, so a slow outlier still gets its trace id at once.
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from retrymw.instrumentation import _prometheus_exemplar
+
+    now = [100.0]
+    monkeypatch.setattr(_prometheus_exemplar, "_now", lambda: now[0])
+    registry = CollectorRegistry()
+    instrument = PrometheusInstrument(registry)
+    tracer = TracerProvider().get_tracer("test")
+
+    def call(duration: float) -> str:
+        with tracer.start_as_current_span("request") as span:
+            instrument.first_attempt_succeeded(P, T, duration, None)
+        return format(span.get_span_context().trace_id, "032x")
+
+    def exemplar_of(bound: str) -> str | None:
+        text = generate_openmetrics(registry).decode()
+        for line in text.splitlines():
+            if line.startswith("retrymw_call_duration_seconds_bucket") and f'le="{bound}"' in line:
+                return line.split('trace_id="')[1].split('"')[0] if "#" in line else None
+        raise AssertionError(f"no bucket le={bound}")
+
+    first = call(0.004)
+    call(0.004)  # same bucket, same second: no new exemplar
+    outlier = call(20.0)  # another bucket: its own exemplar at once
+    assert exemplar_of("0.005") == first
+    assert exemplar_of("30.0") == outlier
+    now[0] += 1.0
+    later = call(0.004)
+    assert exemplar_of("0.005") == later != first
