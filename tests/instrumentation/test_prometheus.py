@@ -633,7 +633,7 @@ def test_a_bucket_takes_one_exemplar_per_second(monkeypatch: pytest.MonkeyPatch)
         return format(span.get_span_context().trace_id, "032x")
 
     def exemplar_of(bound: str) -> str | None:
-        text = generate_openmetrics(registry).decode()
+        text = generate_openmetrics(registry).decode()  # type: ignore[no-untyped-call]
         for line in text.splitlines():
             if line.startswith("retrymw_call_duration_seconds_bucket") and f'le="{bound}"' in line:
                 return line.split('trace_id="')[1].split('"')[0] if "#" in line else None
