@@ -3,8 +3,8 @@
 A suite module is written against httpx and `retrymw.httpx` (which mypy checks); it calls
 `bind` with its globals, which is a no-op for the module itself. Its twin module (named with
 ``httpx2``) executes the same source through `run_twin`, and `bind` then swaps ``httpx`` and
-every name imported from `retrymw.httpx` for httpx2's (and ``httpcore`` for httpcore2): the
-same tests, the other library.
+every name imported from `retrymw.httpx` or `retrymw.testing.httpx` for httpx2's (and
+``httpcore`` for httpcore2): the same tests, the other library.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ def bind(namespace: dict[str, Any]) -> str:
     """Rebind a suite's library and face in ``namespace`` for its flavour; return the flavour."""
     if "httpx2" not in namespace["__name__"].rpartition(".")[2]:
         return "httpx"
-    face = importlib.import_module("retrymw.httpx2")
     namespace["httpx"] = importlib.import_module("httpx2")
     if "httpcore" in namespace:
         namespace["httpcore"] = importlib.import_module("httpcore2")
-    for name in face.__all__:
-        if name in namespace:
-            namespace[name] = getattr(face, name)
+    for face in map(importlib.import_module, ("retrymw.httpx2", "retrymw.testing.httpx2")):
+        for name in face.__all__:
+            if name in namespace:
+                namespace[name] = getattr(face, name)
     return "httpx2"
 
 

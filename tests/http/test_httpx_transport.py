@@ -1,5 +1,8 @@
 """`AsyncRetryTransport`, `RetryTransport` and the client helpers, on MockTransport and a server.
 
+Where a case is a sequence of answers with hints or hangs, `FaultTransport` scripts it; the
+`Script` handler stays for what faults do not express (request bodies, tracked streams).
+
 The suite runs for httpx here and for httpx2 in test_httpx2_transport (`tests.http.flavours`).
 Async tests run on asyncio and trio. Time is virtual (`FakeClock`): sleeps are recorded, never
 slept. The real server (``tests/http_server.py``) listens on 127.0.0.1 only.
@@ -43,6 +46,7 @@ from retrymw.httpx import (
     request_sync,
 )
 from retrymw.testing import FakeClock, RecordingInstrument
+from retrymw.testing.httpx import Fault, FaultTransport
 from tests.http.flavours import bind
 from tests.http_server import FlakyServer, Step
 
@@ -554,8 +558,8 @@ async def test_retry_after_sets_the_least_delay(
     """Retry-After on a retried response (seconds or HTTP-date) is honoured; garbage is not."""
     if value.startswith("date+"):
         value = email.utils.formatdate(clock.wall() + int(value[5:]), usegmt=True)
-    script = Script(httpx.Response(status, headers={"Retry-After": value}), 200)
-    async with async_client(script, clock, recorder, jitter=False) as client:
+    faults = FaultTransport(script=[Fault(status=status, retry_after=value)])
+    async with async_client(faults, clock, recorder, jitter=False) as client:
         assert (await client.get(URL)).status_code == 200
     assert clock.sleeps == sleeps
 
@@ -591,9 +595,8 @@ async def test_the_header_that_set_the_delay_is_reported(
     clock: FakeClock, recorder: RecordingInstrument
 ) -> None:
     """The longest hint wins, and RetryScheduled names its header."""
-    headers = {"retry-after-ms": "2500", "retry-after": "2"}
-    script = Script(httpx.Response(429, headers=headers), 200)
-    async with async_client(script, clock, recorder, initial_delay=0.1) as client:
+    faults = FaultTransport(script=[Fault(status=429, retry_after_ms=2500, retry_after=2)])
+    async with async_client(faults, clock, recorder, initial_delay=0.1) as client:
         assert (await client.get(URL)).status_code == 200
     (scheduled,) = recorder.of_type(RetryScheduled)
     assert (scheduled.retry_after, scheduled.retry_after_header) == (2.5, "retry-after-ms")
@@ -633,8 +636,8 @@ async def test_retry_after_beyond_limits_returns_the_response(
     clock: FakeClock, recorder: RecordingInstrument, fields: dict[str, float]
 ) -> None:
     """A hint longer than max_delay, the budget or the deadline returns that response at once."""
-    script = Script(httpx.Response(429, headers={"Retry-After": "120"}), 200)
-    async with async_client(script, clock, recorder, **fields) as client:
+    faults = FaultTransport(script=[Fault(status=429, retry_after=120)])
+    async with async_client(faults, clock, recorder, **fields) as client:
         response = await client.get(URL)
     assert (response.status_code, response.extensions[ATTEMPTS_EXTENSION]) == (429, 1)
     assert clock.sleeps == []
@@ -872,21 +875,10 @@ async def test_breaker_is_keyed_per_host_and_open_is_an_httpx_error(
 
 async def test_attempt_timeout_is_retried_then_raised_as_httpx_timeout(clock: FakeClock) -> None:
     """An async attempt over the policy timeout is cancelled and retried; the last one raises."""
-    calls: list[int] = []
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        if len(calls) < 2:
-            await anyio.sleep(10)
-        return httpx.Response(200)
-
-    async with async_client(handler, clock, timeout=0.05) as client:
+    slow_once = FaultTransport(script=[Fault(kind="pass", latency=10)])  # slept in real time
+    async with async_client(slow_once, clock, timeout=0.05) as client:
         assert (await client.get(URL)).extensions[ATTEMPTS_EXTENSION] == 2
-
-    async def hang(request: httpx.Request) -> httpx.Response:
-        await anyio.sleep(10)
-        raise AssertionError("unreachable")
-
+    hang = FaultTransport(rates={"timeout": 1.0})  # hangs 30 s, longer than any attempt
     async with async_client(hang, clock, timeout=0.05, attempts=2) as client:
         with pytest.raises(httpx.TimeoutException) as caught:
             await client.get(URL)
