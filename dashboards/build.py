@@ -8,9 +8,10 @@ The committed JSON is generated: edit this module, then regenerate it::
 tests/test_dashboards.py fails when the two differ, and evaluates every expression below against
 a real Prometheus.
 
-The dashboard answers, top to bottom: is a dependency failing, are we amplifying, what are the
-calls refused without an attempt, how slow are admitted calls, is a budget, throttle or breaker
-saturating, and which target is it. Calls the breaker or the throttle refused made no attempt
+The dashboard answers, top to bottom: is a dependency failing, are we amplifying (and do our
+callers retry into us: the inbound retry share of each service), what are the calls refused
+without an attempt, how slow are admitted calls, is a budget, throttle or breaker saturating,
+and which target is it. Calls the breaker or the throttle refused made no attempt
 (outcomes ``circuit_open`` and ``shed``): amplification, retry ratio, latency and attempts per
 call count admitted calls only, and refusals are shown beside them, never mixed in (a total
 outage otherwise reads as a green amplification of 0.004 and a faster p50).
@@ -44,6 +45,8 @@ from grafana_foundation_sdk.models import common as common_model
 from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models import prometheus as prom_model
 
+from retrymw.instrumentation import _names as names
+
 OUTPUT = Path(__file__).resolve().parent / "retrymw-overview.json"
 #: Grafana 10.4's classic JSON model (the SDK defaults to 36).
 SCHEMA_VERSION = 39
@@ -55,6 +58,8 @@ DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 ALL = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy", retrymw_target=~"$target"'
 CIRCUIT = 'job=~"$job", instance=~"$instance"'
 POLICY = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy"'
+#: The inbound metric (server companion) has neither: it counts requests, not policy calls.
+INBOUND = CIRCUIT
 
 #: Calls refused before any attempt: they are not part of amplification, latency or attempts.
 REFUSED = 'retrymw_outcome=~"circuit_open|shed"'
@@ -79,10 +84,10 @@ def sel(metric: str, *matchers: str, base: str = ALL) -> str:
     return f"{metric}{{{', '.join((base, *matchers))}}}"
 
 
-def rate(metric: str, *matchers: str, window: str = RATE, by: str = "") -> str:
+def rate(metric: str, *matchers: str, window: str = RATE, by: str = "", base: str = ALL) -> str:
     """``sum [by (...)] (rate(metric{...}[window]))``."""
     grouping = f" by ({by})" if by else ""
-    return f"sum{grouping} (rate({sel(metric, *matchers)}[{window}]))"
+    return f"sum{grouping} (rate({sel(metric, *matchers, base=base)}[{window}]))"
 
 
 def amplification(window: str, by: str = "") -> str:
@@ -110,6 +115,19 @@ def rescued(window: str, by: str = "") -> str:
     every = rate("retrymw_call_attempts_count", SUCCESS, window=window, by=by)
     first_try = rate("retrymw_call_attempts_bucket", SUCCESS, FIRST_TRY, window=window, by=by)
     return f"{every}\n-\n{first_try}"
+
+
+def inbound_retry_share(window: str) -> str:
+    """Per service: inbound requests its callers marked as retries / those marked at all.
+
+    Requests without an attempt header (``unknown``) are left out: they say nothing either way.
+    """
+    metric = names.INBOUND_REQUESTS.prometheus
+    attempt = names.LABEL_INBOUND_ATTEMPT
+    by = names.LABEL_SERVICE
+    retries = rate(metric, f'{attempt}="retry"', window=window, by=by, base=INBOUND)
+    marked = rate(metric, f'{attempt}=~"first|retry"', window=window, by=by, base=INBOUND)
+    return f"{retries}\n/\n{marked}"
 
 
 def quantile(q: float, metric: str, *matchers: str) -> str:
@@ -364,6 +382,19 @@ def amplifying(layout: Layout) -> list[Builder[Any]]:
         ),
         series(
             layout,
+            "Inbound retry share by service",
+            "Per service (retrymw.server middleware): the share of the requests it received "
+            "that its callers marked as retries (attempt header 2 or more; requests without "
+            "the header left out). Read it beside the outbound amplification on its left: when "
+            "retries happen at one layer, only the service just above a fault amplifies and "
+            "only the faulty service receives retries; both at once mean two layers retry.",
+            "percentunit",
+            [query(inbound_retry_share(RATE), f"{{{{{names.LABEL_SERVICE}}}}}")],
+            width=8,
+            max_value=1,
+        ),
+        series(
+            layout,
             "Retry ratio by target (retries per admitted call)",
             "Retries per admitted call, per target (0.3 = three retries for every ten calls); "
             "RetrymwHighRetryRatio fires above 20% for 10 minutes.",
@@ -392,6 +423,7 @@ def amplifying(layout: Layout) -> list[Builder[Any]]:
                     "{{retrymw_attempt_outcome}}",
                 )
             ],
+            width=8,
             stacked=True,
         ),
         series(
@@ -408,6 +440,7 @@ def amplifying(layout: Layout) -> list[Builder[Any]]:
                     "B",
                 ),
             ],
+            width=8,
         ),
     ]
 

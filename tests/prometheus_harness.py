@@ -8,7 +8,9 @@ Three parts:
   directory, and `MetricsEndpoint`, a prometheus_client ``/metrics`` server on 127.0.0.1;
 * `Workload`, which drives retrymw (`Retrier`, `CircuitBreaker`, `RetryBudget`,
   `PrometheusInstrument`, all on `FakeClock`s) through a healthy → brownout → outage →
-  recovery storyline, so every panel has something to show.
+  recovery storyline, so every panel has something to show; its `InboundTraffic` also sends
+  requests, first attempts and retries, through the WSGI server companion
+  (`RetryLayerWSGIMiddleware`), for the inbound retry share.
 
 `live_stack` puts them together; ``dashboards/render_preview.py`` reuses it for the PNG preview.
 Nothing here talks to anything but 127.0.0.1.
@@ -41,6 +43,7 @@ from retrymw._protect.throttle import AdaptiveThrottle
 from retrymw.fleet import RedisFleet
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
+from retrymw.server import ATTEMPT_HEADER, RetryLayerWSGIMiddleware
 from retrymw.testing import FakeClock
 from tests.redis_server import redis_server
 
@@ -412,14 +415,89 @@ STORY_SECONDS = STORY[-1].end
 RETRYABLE = (ConnectionError, TimeoutError, ServiceUnavailable)
 
 
+class InboundTraffic:
+    """Callers of services behind the WSGI server companion, retrying 503s at their own layer.
+
+    Each logical request is sent through `RetryLayerWSGIMiddleware` (in process, no socket) with
+    the attempt header, 1 first, then 2 and 3 while the service answers 503, as a retrymw
+    transport with ``attempt_header=`` would send them; one in ten callers sends no header. The
+    service fails with the probability `serve` is given. `counts` is the harness's own tally
+    per service and attempt kind, to compare the metric with.
+
+    Args:
+        registry: the registry the middleware counts in.
+        services: the services' names (one middleware each).
+        seed: seeds the failures and the callers without a header (a `Random` of its own, so
+            the workloads' other random sequences stay what they were).
+    """
+
+    ROUTE = "/orders/{order_id}"
+    ATTEMPTS = 3
+
+    def __init__(self, registry: CollectorRegistry, services: tuple[str, ...], seed: int) -> None:
+        self.rng = Random(seed)
+        self.apps = {
+            service: RetryLayerWSGIMiddleware(
+                self._app, service=service, registry=registry, route=self._route
+            )
+            for service in services
+        }
+        self.counts: dict[tuple[str, names.InboundAttempt], int] = {}
+        self._key = "HTTP_" + ATTEMPT_HEADER.upper().replace("-", "_")
+
+    @staticmethod
+    def _app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        failing = environ["harness.failing"]
+        start_response("503 Service Unavailable" if failing else "200 OK", [])
+        return [b""]
+
+    @classmethod
+    def _route(cls, environ: dict[str, Any]) -> str:
+        return cls.ROUTE
+
+    def _send(self, service: str, attempt: int | None, failing: bool) -> str:
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": "/orders/42",
+            "harness.failing": failing,
+        }
+        if attempt is not None:
+            environ[self._key] = str(attempt)
+        statuses: list[str] = []
+        body = self.apps[service](environ, lambda status, headers, *_: statuses.append(status))
+        list(body)  # served in full, as a WSGI server would
+        kind: names.InboundAttempt = (
+            "unknown" if attempt is None else "first" if attempt == 1 else "retry"
+        )
+        self.counts[service, kind] = self.counts.get((service, kind), 0) + 1
+        return statuses[0]
+
+    def serve(self, service: str, failure: float, requests: int) -> None:
+        """``requests`` logical requests to ``service``, which answers 503 with ``failure``."""
+        rng = self.rng
+        for _ in range(requests):
+            marked = rng.random() >= 0.1
+            for attempt in range(1, self.ATTEMPTS + 1):
+                status = self._send(service, attempt if marked else None, rng.random() < failure)
+                if not status.startswith("503"):
+                    break
+
+    def retry_share(self, service: str) -> float:
+        """Retries / (first attempts + retries) the callers of ``service`` sent."""
+        retries = self.counts.get((service, "retry"), 0)
+        return retries / (retries + self.counts.get((service, "first"), 0))
+
+
 class Workload:
     """Drives retrymw through success, retry, exhaustion, budget, throttle and breaker scenarios.
 
     Every `step` makes one round of calls: ``checkout`` → payments (flaky, cross-call budget:
     retries, exhaustion, throttling, a few non-retryable failures), ``checkout`` → inventory
     (behind a circuit breaker), ``search`` (no budget: exhaustion, deadline) and ``reports`` (a
-    per-call ``retry_budget``). Time is virtual: each `FakeClock` advances by the simulated
-    latencies and backoffs, and by ``scenario_step`` per step, so nothing really sleeps.
+    per-call ``retry_budget``), while the ``checkout`` service receives requests from callers
+    that retry its 503s (`InboundTraffic`; it fails as payments does). Time is virtual: each
+    `FakeClock` advances by the simulated latencies and backoffs, and by ``scenario_step`` per
+    step, so nothing really sleeps.
     """
 
     def __init__(
@@ -498,6 +576,7 @@ class Workload:
         self.fleet_budget = RetryBudget()
         if fleet is not None:
             fleet.attach(self.fleet_budget, target="storyline")
+        self.inbound = InboundTraffic(registry, ("checkout",), seed + 100)
         self.calls = 0
         self.tracer: Any = None
         try:
@@ -566,6 +645,7 @@ class Workload:
         for _ in range(4):
             self._call(self.search, search, "search.internal")
         self._call(self.reports, reports, "reports.internal")
+        self.inbound.serve("checkout", phase.payments_failure, 5)
         for clock in clocks.values():
             clock.advance(scenario_step)
         self.scenario_time += scenario_step
@@ -722,8 +802,9 @@ class IncidentWorkload:
     """Three dependencies in trouble at once, each behind its own policy, breaker, budget and
     throttle: a brief periodic outage, a long outage and a brownout (`INCIDENTS`).
 
-    Every virtual second each makes ``rate`` calls; `run` paces virtual time at `SCALE` per real
-    second. `Tally` keeps the process's own count to compare the dashboard with.
+    Every virtual second each makes ``rate`` calls and a service of the same name receives one
+    request (`InboundTraffic`, failing as the dependency does); `run` paces virtual time at
+    `SCALE` per real second. `Tally` keeps the process's own count to compare the dashboard with.
     """
 
     def __init__(
@@ -778,6 +859,9 @@ class IncidentWorkload:
                 rng=Random(seed + 10 + index),
             )
             announce(instrument, retrier)
+        self.inbound = InboundTraffic(
+            registry, tuple(incident.name for incident in INCIDENTS), seed + 100
+        )
         self.time = 0.0
 
     def _attempt(self, incident: Incident) -> Callable[[], str]:
@@ -800,6 +884,7 @@ class IncidentWorkload:
             for _ in range(self.rate):
                 with suppress(Exception):  # failures are the point: the metrics record them
                     retrier.execute_sync(attempt, operation="GET", target=incident.target)
+            self.inbound.serve(incident.name, incident.failure(self.time), 1)
         for clock in self.clocks.values():
             clock.advance(max(0.0, self.time - clock.now()))
         if self.fleet is not None:
@@ -856,13 +941,15 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         workload = Workload(endpoint.registry, fleet=_fleet(stack, workdir))
         start, end = workload.run(seconds)
         live = LiveStack(prometheus, endpoint, workload, start, end)
-        calls = live.sample_sum("retrymw_calls_total")
-        # The workload has stopped: once a scrape has seen every call, Prometheus is complete.
-        prometheus.wait_until(
-            functools.partial(_scraped, prometheus, calls),
-            f"a scrape with all {calls:g} calls",
-            timeout=20.0,
-        )
+        # The workload has stopped: once a scrape has seen every call and every inbound
+        # request, Prometheus is complete.
+        for metric in (names.CALLS.prometheus, names.INBOUND_REQUESTS.prometheus):
+            total = live.sample_sum(metric)
+            prometheus.wait_until(
+                functools.partial(_scraped, prometheus, total, metric),
+                f"a scrape with all {total:g} {metric}",
+                timeout=20.0,
+            )
         yield live
 
 
@@ -876,9 +963,11 @@ def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
     return fleet
 
 
-def _scraped(prometheus: PrometheusServer, calls: float) -> bool:
-    result = prometheus.query("sum(retrymw_calls_total)")
-    return bool(result) and float(result[0]["value"][1]) >= calls
+def _scraped(
+    prometheus: PrometheusServer, total: float, metric: str = names.CALLS.prometheus
+) -> bool:
+    result = prometheus.query(f"sum({metric})")
+    return bool(result) and float(result[0]["value"][1]) >= total
 
 
 def _up(prometheus: PrometheusServer) -> bool:

@@ -43,9 +43,11 @@ RANGE_ALLOWED = {
 }
 #: The window of the stat row and the per-target table: the alerts' and recording rules' 5m.
 STAT_WINDOW = "5m"
-#: Every metric the dashboard may use: DESIGN's ten, the live saturation gauges, the fleet's.
+#: Every metric the dashboard may use: DESIGN's ten, the live saturation gauges, the fleet's,
+#: the server companion's inbound requests.
 SPECS = {
-    spec.prometheus: spec for spec in (*names.METRICS, *names.LIVE_GAUGES, *names.FLEET_METRICS)
+    spec.prometheus: spec
+    for spec in (*names.METRICS, *names.LIVE_GAUGES, *names.FLEET_METRICS, *names.SERVER_METRICS)
 }
 CONTRACT_LABELS = {
     value
@@ -58,6 +60,7 @@ ENUMS: dict[str, set[str]] = {
     names.LABEL_REASON: set(names.REASONS),
     names.LABEL_CIRCUIT_STATE: set(names.CIRCUIT_STATES),
     names.LABEL_CIRCUIT_PREVIOUS_STATE: set(names.CIRCUIT_STATES),
+    names.LABEL_INBOUND_ATTEMPT: set(names.INBOUND_ATTEMPTS),
 }
 ALL = {"job": ".+", "instance": ".+", "policy": ".+", "target": ".+"}
 GRAFANA_RANGES = {"__rate_interval": "1m", "__range": "1h", "__interval": "15s"}
@@ -156,6 +159,7 @@ def test_the_dashboard_shows_every_panel_of_the_research_plan():
         "success ratio",
         "retry ratio",
         "amplification",
+        "inbound retry share by service",
         "open circuits",
         "denied by budgets",
         "rescued",
@@ -298,6 +302,26 @@ def test_rescued_calls_are_successes_after_more_than_one_attempt():
     assert "retrymw_call_attempts_count{" in expr
     assert re.search(r'retrymw_call_attempts_bucket\{[^}]*le="1\.0"', expr)
     assert expr.count('retrymw_outcome="success"') == 2
+
+
+def test_the_inbound_retry_share_sits_beside_outbound_amplification():
+    """Per service: inbound retries over requests marked first or retry, next to amplification.
+
+    Requests without an attempt header say nothing either way and stay out of the share.
+    """
+    panel = _panel("Inbound retry share by service")
+    amplification = _panel("Amplification by target")
+    assert panel["gridPos"]["y"] == amplification["gridPos"]["y"]
+    assert panel["gridPos"]["x"] == amplification["gridPos"]["x"] + amplification["gridPos"]["w"]
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    (target,) = panel["targets"]
+    retries, marked = target["expr"].split("\n/\n")
+    metric, attempt = names.INBOUND_REQUESTS.prometheus, names.LABEL_INBOUND_ATTEMPT
+    assert f'{metric}{{job=~"$job", instance=~"$instance", {attempt}="retry"}}' in retries
+    assert f'{metric}{{job=~"$job", instance=~"$instance", {attempt}=~"first|retry"}}' in marked
+    for side in (retries, marked):
+        assert side.startswith(f"sum by ({names.LABEL_SERVICE}) (rate(")
+    assert target["legendFormat"] == f"{{{{{names.LABEL_SERVICE}}}}}"
 
 
 def test_the_per_target_table_has_one_row_per_policy_and_target():
@@ -804,6 +828,27 @@ def test_every_scenario_reached_prometheus(live):
         '{retrymw_outcome!~"circuit_open|shed"}[5m]))'
     )
     assert 1.0 < amplification < 1.5
+
+
+@pytest.mark.prometheus_server
+def test_the_inbound_retry_share_is_what_the_callers_sent(live):
+    """Prometheus holds every inbound request by kind; the panel's share over the run is the
+    share of retries the callers really sent, within 2%."""
+    inbound = live.workload.inbound
+    metric = names.INBOUND_REQUESTS.prometheus
+    for (service, kind), count in inbound.counts.items():
+        selector = (
+            f'{metric}{{{names.LABEL_SERVICE}="{service}", {names.LABEL_INBOUND_ATTEMPT}="{kind}"}}'
+        )
+        assert live.prometheus.value(f"sum({selector})") == count, (service, kind)
+    (panel,) = [p for p in harness.panels(DASHBOARD) if p["title"].startswith("Inbound retry")]
+    run = f"{round(live.end - live.start) + 5}s"
+    values = {"job": harness.JOB, "instance": live.endpoint.address, "__rate_interval": run}
+    (result,) = live.prometheus.query(grafana(panel["targets"][0]["expr"], values))
+    assert result["metric"] == {names.LABEL_SERVICE: "checkout"}
+    own = inbound.retry_share("checkout")
+    assert 0.05 < own < 0.5  # the storyline's outage makes the callers retry
+    assert float(result["value"][1]) == pytest.approx(own, rel=0.02)
 
 
 @pytest.mark.prometheus_server

@@ -237,6 +237,38 @@ def _metrics_table() -> str:
     return "\n".join(rows)
 
 
+def _server_table() -> str:
+    """The server companion's inbound metric and its labels (retrymw.server)."""
+
+    def values(items: tuple[str, ...]) -> str:
+        return ", ".join(_code(item) for item in items)
+
+    spec = names.INBOUND_REQUESTS
+    labels = {
+        names.LABEL_SERVICE: "the middleware's `service`",
+        names.LABEL_ROUTE: "the route template (`/orders/{order_id}`), never the path; the "
+        f"first {names.MAX_ROUTES} per service, then `{names.OVERFLOW}`; "
+        f"`{names.UNKNOWN_ROUTE}` when none is known",
+        names.LABEL_INBOUND_ATTEMPT: f"{values(names.INBOUND_ATTEMPTS)}: attempt header 1, 2 or "
+        "more, absent or unreadable",
+    }
+    rows = [
+        "| Prometheus name | type | labels | OTel name (unit) |",
+        "|---|---|---|---|",
+        f"| {_code(spec.prometheus)} | {spec.kind} | "
+        f"{', '.join(_code(label) for label in spec.labels)} | "
+        f"{_code(spec.otel)} ({_code(spec.unit)}) |",
+        "",
+        "| label | OTel attribute | values |",
+        "|---|---|---|",
+    ]
+    rows += [
+        f"| {_code(label)} | {_code(names.ATTRIBUTE_OF_LABEL[label])} | {text} |"
+        for label, text in labels.items()
+    ]
+    return "\n".join(rows)
+
+
 def _labels_table() -> str:
     def values(items: tuple[str, ...]) -> str:
         return ", ".join(_code(item) for item in items)
@@ -331,6 +363,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "metrics": _metrics_table,
     "labels": _labels_table,
     "spans": _spans_table,
+    "server": _server_table,
 }
 
 

@@ -43,6 +43,7 @@ from ._vocab import (
     LABEL_CIRCUIT_STATE,
     LABEL_ERROR_TYPE,
     LABEL_FLEET,
+    LABEL_INBOUND_ATTEMPT,
     LABEL_OUTCOME,
     LABEL_POLICY,
     LABEL_POLICY_ATTEMPTS,
@@ -51,6 +52,8 @@ from ._vocab import (
     LABEL_POLICY_MAX_DELAY,
     LABEL_POLICY_TIMEOUT,
     LABEL_REASON,
+    LABEL_ROUTE,
+    LABEL_SERVICE,
     LABEL_TARGET,
 )
 
@@ -344,6 +347,21 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
     FLEET_SYNC_LAG,
     FLEET_TOKENS_LEASED,
 )
+
+# -- the server companion (`retrymw.server`): requests a service receives, by whether its caller
+# says it is a retry. prometheus_client only; the name is the one an OTel counter would export.
+
+INBOUND_REQUESTS = MetricSpec(
+    "retrymw_inbound_requests_total",
+    "retrymw.inbound.requests",
+    "counter",
+    "{request}",
+    (LABEL_SERVICE, LABEL_ROUTE, LABEL_INBOUND_ATTEMPT),
+    "Requests received, by route and by whether the caller says it is a retry.",
+)
+
+#: The metrics of the server companion's middlewares.
+SERVER_METRICS: tuple[MetricSpec, ...] = (INBOUND_REQUESTS,)
 
 #: Every transition a breaker can make: counters pre-created at 0 for each announced circuit.
 CIRCUIT_TRANSITION_PAIRS: tuple[tuple[CircuitState, CircuitState], ...] = (

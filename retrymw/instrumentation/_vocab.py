@@ -6,7 +6,7 @@ are built from these.
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Literal, get_args
 
 from .._core.events import AttemptOutcome, CallOutcome, CircuitState, RetryReason
 
@@ -41,8 +41,10 @@ __all__ = [
     "ATTR_REASON",
     "ATTR_RETRY_AFTER",
     "ATTR_RETRY_AFTER_HEADER",
+    "ATTR_ROUTE",
     "ATTR_SERVER_ADDRESS",
     "ATTR_SERVER_PORT",
+    "ATTR_SERVICE",
     "ATTR_TARGET",
     "ATTR_URL_FULL",
     "ATTR_URL_SCHEME",
@@ -52,12 +54,15 @@ __all__ = [
     "EVENT_CIRCUIT_STATE_CHANGE",
     "EVENT_EXCEPTION",
     "EVENT_RETRY_DENIED",
+    "INBOUND_ATTEMPTS",
+    "InboundAttempt",
     "LABEL_ATTEMPT_OUTCOME",
     "LABEL_CIRCUIT",
     "LABEL_CIRCUIT_PREVIOUS_STATE",
     "LABEL_CIRCUIT_STATE",
     "LABEL_ERROR_TYPE",
     "LABEL_FLEET",
+    "LABEL_INBOUND_ATTEMPT",
     "LABEL_OUTCOME",
     "LABEL_POLICY",
     "LABEL_POLICY_ATTEMPTS",
@@ -66,8 +71,11 @@ __all__ = [
     "LABEL_POLICY_MAX_DELAY",
     "LABEL_POLICY_TIMEOUT",
     "LABEL_REASON",
+    "LABEL_ROUTE",
+    "LABEL_SERVICE",
     "LABEL_TARGET",
     "MAX_ERROR_TYPES",
+    "MAX_ROUTES",
     "MAX_TARGETS",
     "OUTCOMES",
     "OVERFLOW",
@@ -78,6 +86,7 @@ __all__ = [
     "SPAN_BACKOFF",
     "SPAN_CALL",
     "SPAN_HTTP_OTHER",
+    "UNKNOWN_ROUTE",
 ]
 
 #: Instrumentation scope (tracer and meter name).
@@ -101,6 +110,15 @@ OVERFLOW = "_other"
 MAX_ERROR_TYPES = 50
 ERROR_TYPE_OVERFLOW = "_OTHER"
 
+#: How an inbound request came, by its caller's attempt header (`retrymw.server`): a first
+#: attempt, a retry, or no (or an unreadable) header.
+InboundAttempt = Literal["first", "retry", "unknown"]
+INBOUND_ATTEMPTS: tuple[InboundAttempt, ...] = get_args(InboundAttempt)
+#: Distinct ``retrymw_route`` values kept per service; later ones are reported as `OVERFLOW`.
+MAX_ROUTES = 100
+#: The ``retrymw_route`` of a request no route template is known for.
+UNKNOWN_ROUTE = "_unknown"
+
 # -- Prometheus label names -----------------------------------------------------------------------
 
 LABEL_POLICY = "retrymw_policy"
@@ -120,6 +138,11 @@ LABEL_POLICY_TIMEOUT = "retrymw_policy_timeout"
 LABEL_POLICY_DEADLINE = "retrymw_policy_deadline"
 # The fleet metrics only: the `RedisFleet`'s namespace.
 LABEL_FLEET = "retrymw_fleet"
+# The server companion's inbound metric only: the service's name, the request's route template
+# and how it came (`INBOUND_ATTEMPTS`).
+LABEL_SERVICE = "retrymw_service"
+LABEL_ROUTE = "retrymw_route"
+LABEL_INBOUND_ATTEMPT = "retrymw_attempt"
 
 # -- OpenTelemetry attribute keys (spans and metric attributes) -----------------------------------
 
@@ -138,6 +161,8 @@ ATTR_POLICY_MAX_DELAY = "retrymw.policy.max_delay"
 ATTR_POLICY_TIMEOUT = "retrymw.policy.timeout"
 ATTR_POLICY_DEADLINE = "retrymw.policy.deadline"
 ATTR_FLEET = "retrymw.fleet"
+ATTR_SERVICE = "retrymw.service"
+ATTR_ROUTE = "retrymw.route"
 #: Spans only: the policy's ``attempts`` (call span).
 ATTR_MAX_ATTEMPTS = "retrymw.max_attempts"
 #: Spans only: attempts the call made (call span, at the end).
@@ -187,6 +212,10 @@ ATTRIBUTE_OF_LABEL: dict[str, str] = {
     LABEL_POLICY_TIMEOUT: ATTR_POLICY_TIMEOUT,
     LABEL_POLICY_DEADLINE: ATTR_POLICY_DEADLINE,
     LABEL_FLEET: ATTR_FLEET,
+    LABEL_SERVICE: ATTR_SERVICE,
+    LABEL_ROUTE: ATTR_ROUTE,
+    # The attempt's kind as a label, its number as a span attribute: one key, as translated.
+    LABEL_INBOUND_ATTEMPT: ATTR_ATTEMPT,
 }
 
 # -- spans and span events ------------------------------------------------------------------------

@@ -10,11 +10,18 @@ the outbound amplification of its own calls, it shows at which layer retries hap
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 from .._core.errors import ConfigError
 from .._core.layers import Inbound
-from ..instrumentation._names import OVERFLOW, BoundedValues
+from ..instrumentation._names import (
+    INBOUND_REQUESTS,
+    MAX_ROUTES,
+    OVERFLOW,
+    UNKNOWN_ROUTE,
+    BoundedValues,
+    InboundAttempt,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter
@@ -34,17 +41,9 @@ __all__ = [
 ATTEMPT_HEADER: Final = "x-retrymw-attempt"
 #: The response header retrymw's transports (and the OpenAI/Anthropic SDKs) honour.
 SHOULD_RETRY_HEADER: Final = "x-should-retry"
-#: The Prometheus name of the inbound counter (its ``_total`` included, as registered).
-INBOUND_METRIC: Final = "retrymw_inbound_requests_total"
-LABEL_SERVICE: Final = "retrymw_service"
-LABEL_ROUTE: Final = "retrymw_route"
-LABEL_ATTEMPT: Final = "retrymw_attempt"
-#: Distinct route labels kept per service; later ones are reported as ``_other``.
-MAX_ROUTES = 100
-#: The route label of a request no route template is known for.
-UNKNOWN_ROUTE: Final = "_unknown"
-
-AttemptKind = Literal["first", "retry", "unknown"]
+#: The Prometheus name of the inbound counter (its ``_total`` included, as registered); its
+#: name, labels and label values live in `retrymw.instrumentation._names` with the others.
+INBOUND_METRIC: Final = INBOUND_REQUESTS.prometheus
 
 
 def attempt_number(value: str | bytes | None) -> int | None:
@@ -68,7 +67,7 @@ def is_final_status(status: int) -> bool:
     return status >= 500 or status == 429
 
 
-def _kind(attempt: int | None) -> AttemptKind:
+def _kind(attempt: int | None) -> InboundAttempt:
     if attempt is None:
         return "unknown"
     return "first" if attempt == 1 else "retry"
@@ -92,8 +91,8 @@ def _counter(registry: CollectorRegistry | None) -> Counter | None:
             return found[1]
         counter = prometheus_client.Counter(
             INBOUND_METRIC.removesuffix("_total"),
-            "Requests received, by route and by whether the caller says it is a retry.",
-            (LABEL_SERVICE, LABEL_ROUTE, LABEL_ATTEMPT),
+            INBOUND_REQUESTS.description,
+            INBOUND_REQUESTS.labels,
             registry=target,
         )
         _counters[id(target)] = (target, counter)
