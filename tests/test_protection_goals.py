@@ -77,17 +77,15 @@ def test_a_total_outage_costs_at_most_ten_percent_more_attempts(rate: int) -> No
 
 
 @pytest.mark.parametrize("setup", THROTTLED)
-@pytest.mark.parametrize("rate", [10, 100, 1000], ids=lambda rate: f"{rate}/s")
+@pytest.mark.parametrize("rate", [2, 10, 100, 1000], ids=lambda rate: f"{rate}/s")
 def test_a_throttle_sheds_most_of_a_total_outage(setup: str, rate: int) -> None:
-    """From 10 s into a total outage a throttle refuses >= 85% of the calls (10-1000 calls/s).
-
-    At 2 calls/s it refuses 79%, short of the goal: its 10 s window then holds a handful of
-    requests R, and it refuses with probability R / (R + 1) at most.
-    """
+    """Of the calls arriving from 10 s into a total outage a throttle refuses >= 85%, at 2 to
+    1 000 calls/s (at 2 calls/s it refused 79% while only answered attempts counted in the
+    confidence factor R / (R + 1): the 10 s window then held a handful of them)."""
     scenario = Scenario("outage", rate=rate, duration=90, warmup=30)
-    assert simulate(with_setup(scenario, setup)).shed_from_10s >= 0.85
-    slow = simulate(with_setup(replace(scenario, rate=2), setup))
-    assert 0.75 <= slow.shed_from_10s < 0.85
+    result = simulate(with_setup(scenario, setup))
+    assert result.shed_from_10s >= 0.85
+    assert result.amplification <= 1.10
 
 
 @pytest.mark.parametrize("setup", EVERY_SETUP)

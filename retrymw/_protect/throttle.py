@@ -4,13 +4,24 @@ Over a trailing ``window`` the throttle counts *requests* R (attempts that reach
 dependency and came back with a verdict) and *accepts* A (those answered without a retryable
 failure), and rejects each new attempt locally with probability
 
-.. math:: p = \\min(max\\_reject, \\max(0, (R - k A) / (R + 1)))
+.. math:: p = \\min(max\\_reject, \\max(0, (R' - k A') / (R' + 1)))
 
-Attempts it sheds itself are not requests: at ``k = 2`` a dependency failing half the time
-(A = R / 2) is left alone, instead of drifting into shedding as its own rejections would make
-A look smaller. It sheds in proportion to the failure: ``p`` rises with the share of failures
-above ``1 - 1/k`` and never switches a dependency off entirely (``max_reject`` < 1 keeps a trickle
-of attempts to notice recovery).
+where R' = R + S counts the S attempts it shed itself in the window too, and A' = A R' / R
+credits them with the accept share of the answered ones (``p = 0`` while R = 0). That is the
+SRE formula over every attempt the client made, with the shed ones assumed to fare like the
+answered ones, since they got no verdict:
+
+* the share shed depends only on the accept share A / R (``1 - k A / R`` for many attempts):
+  at ``k = 2`` a dependency failing half the time is left alone. Counting shed attempts as
+  requests that were *not* accepted, as the book does, would make A look smaller the more it
+  sheds, and a 50% failure would drift into shedding;
+* the ``R' / (R' + 1)`` factor counts every attempt, not only those answered. Counting only R
+  there fed on itself at low rates: shedding leaves few verdicts, and at 2 calls/s a 10 s window
+  then held so few that ``p <= R / (R + 1)`` settled near 0.8, short of ``max_reject``.
+
+It sheds in proportion to the failure: ``p`` rises with the share of failures above ``1 - 1/k``
+and never switches a dependency off entirely (``max_reject`` < 1 keeps a trickle of attempts to
+notice recovery).
 
 Requests are counted when their verdict arrives (`record_success` / `record_failure`), not at
 admission: an attempt still in flight, or one cancelled (`release`), says nothing about the
@@ -18,20 +29,20 @@ dependency, so counts never need taking back and can never go negative.
 
 Why a 10 s window (a seeded simulation of this class on a `FakeClock`: open-loop arrivals, one
 attempt per call, a 60 s total outage after 30 s of health, then recovery; "recovered" is the
-time after which every second's success rate is >= 0.99; the 100 calls/s rows are a test in
-``tests/protect/test_throttle.py``):
+time after which every second's success rate is >= 0.99; the 10 s row's outage at 2, 10
+and 100 calls/s and its p = 0.5 and 0.2 columns are tests in ``tests/protect/test_throttle.py``):
 
 ======  ===================  ====================  ===================  =================
 window  recovered after, at  calls shed from 10 s  shed at p = 0.5      shed at p = 0.2
         2/10/100/1000 /s     into the outage,      (partial failure),   (brownout),
                              2/10/100/1000 /s      100 calls/s, 10 min  100 calls/s
 ======  ===================  ====================  ===================  =================
-2 s     0 / 1 / 1 / 1 s      46 / 78 / 90 / 90%    3.3%                 0
-5 s     0 / 1 / 1 / 1 s      67 / 85 / 90 / 90%    2.2%                 0
-10 s    2 / 2 / 3 / 2 s      73 / 88 / 90 / 90%    1.8%                 0
-20 s    9 / 4 / 4 / 4 s      73 / 81 / 83 / 83%    1.5%                 0
-30 s    4 / 3 / 6 / 6 s      63 / 68 / 70 / 70%    1.3%                 0
-60 s    29 / 32 / 33 / 33 s  29 / 32 / 32 / 32%    0.9%                 0
+2 s     1 / 2 / 1 / 1 s      56 / 88 / 90 / 90%    3.2%                 0
+5 s     2 / 1 / 2 / 1 s      83 / 88 / 90 / 90%    2.1%                 0
+10 s    3 / 2 / 3 / 2 s      85 / 88 / 90 / 90%    1.5%                 0
+20 s    9 / 4 / 4 / 4 s      77 / 81 / 83 / 83%    1.1%                 0
+30 s    2 / 3 / 6 / 6 s      65 / 68 / 70 / 70%    1.0%                 0
+60 s    29 / 32 / 33 / 33 s  29 / 32 / 32 / 32%    0.7%                 0
 ======  ===================  ====================  ===================  =================
 
 After recovery the failures still in the window keep ``p`` up until the new accepts outweigh
@@ -39,8 +50,10 @@ them (``k A >= R``), about half a window at k = 2, so a window much past 20 s ca
 within 10 s; a long window also keeps the healthy past in view well into an outage and sheds
 late. A short window judges a 50% partial failure on fewer attempts (the noise of ``R - 2A``
 is about ``sqrt(R)``), so it sheds more of a dependency it should leave alone, and at low rates
-it holds too few requests to shed much (``p <= R / (R + 1)``). 10 s recovers within 3 s at every
-rate, sheds the most of an outage from 10 s in, and keeps a partial failure's shedding below 2%.
+it holds too few attempts to shed much (``p <= R' / (R' + 1)``; when only answered attempts
+counted in R', the 10 s window shed 73% at 2 calls/s, 2 s 46% and 5 s 67%). 10 s recovers
+within 3 s at every rate, sheds the most of an outage from 10 s in (85% even at 2 calls/s),
+and keeps a partial failure's shedding below 2%.
 
 Thread- and task-safe: every method takes a short lock; none waits. Fork-safe (`forks`).
 
@@ -78,6 +91,7 @@ class AdaptiveThrottleStatistics:
         k: the accepts multiplier.
         max_reject: the cap of ``reject_probability``.
         window: the trailing window in seconds.
+        shed_in_window: S, attempts shed in the trailing window.
     """
 
     name: str
@@ -89,6 +103,7 @@ class AdaptiveThrottleStatistics:
     k: float
     max_reject: float
     window: float
+    shed_in_window: int = 0
 
 
 @final
@@ -136,6 +151,7 @@ class AdaptiveThrottle:
         self._rng = rng if rng is not None else Random()
         self._lock = threading.Lock()
         self._window = TimeWindow(self._window_seconds)
+        self._shed_window = TimeWindow(self._window_seconds)  # S: its calls are the shed ones
         self._admitted = 0
         self._shed = 0
         self._pooled = (0, 0)  # other processes' requests and accepts (retrymw.fleet)
@@ -163,6 +179,7 @@ class AdaptiveThrottle:
             probability = self._probability()
             if probability and self._rng.random() < probability:
                 self._shed += 1
+                self._shed_window.add(False, self._clock)
                 return False
             self._admitted += 1
             return True
@@ -205,6 +222,7 @@ class AdaptiveThrottle:
                 k=self._k,
                 max_reject=self._max_reject,
                 window=self._window_seconds,
+                shed_in_window=self._shed_window.calls,
             )
 
     def __repr__(self) -> str:
@@ -215,15 +233,23 @@ class AdaptiveThrottle:
         )
 
     def _probability(self) -> float:
-        """The SRE formula over the trailing window (the caller holds the lock)."""
-        window = self._window
-        window.expire(self._clock.now())
+        """The SRE formula over the trailing window (the caller holds the lock).
+
+        ``(R' - k A') / (R' + 1)`` with R' = R + S and A' = A R' / R (the module documentation
+        says why), computed as ``(1 - k A / R) R' / (R' + 1)``.
+        """
+        window, now = self._window, self._clock.now()
+        window.expire(now)
+        self._shed_window.expire(now)
         pooled_requests, pooled_accepts = self._pooled
         requests = window.calls + pooled_requests
-        excess = requests - self._k * (window.calls - window.failures + pooled_accepts)
+        if requests == 0:
+            return 0.0
+        excess = 1.0 - self._k * (window.calls - window.failures + pooled_accepts) / requests
         if excess <= 0.0:
             return 0.0
-        return min(self._max_reject, excess / (requests + 1))
+        attempts = requests + self._shed_window.calls
+        return min(self._max_reject, excess * attempts / (attempts + 1))
 
 
 def _number_in(value: Any, field: str, low: float, high: float, example: str) -> float:

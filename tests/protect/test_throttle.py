@@ -69,6 +69,34 @@ def test_shed_attempts_are_not_requests(clock: FakeClock) -> None:
     assert 0.85 <= stats.shed / 1000 <= 0.95  # p = 0.9 (capped)
 
 
+def test_shed_attempts_count_with_the_accept_share_of_the_answered_ones(clock: FakeClock) -> None:
+    """p = (R' - 2A') / (R' + 1), R' = R + S, A' = A R' / R: shedding cannot push p past the
+    failure share's own 1 - 2A/R, however much of it there is (no drift)."""
+    throttle = AdaptiveThrottle(clock=clock, rng=random.Random(3))
+    feed(throttle, 30, 70)  # 1 - 2 * 0.3 = 0.4
+    assert throttle.reject_probability() == pytest.approx(0.4 * 100 / 101)
+    decisions = [throttle.allow_request() for _ in range(10_000)]
+    stats = throttle.statistics()
+    assert stats.shed_in_window == decisions.count(False) > 3000
+    attempts = 100 + stats.shed_in_window
+    assert stats.reject_probability == pytest.approx(0.4 * attempts / (attempts + 1))
+    assert stats.reject_probability < 0.4
+
+
+def test_few_verdicts_and_many_shed_attempts_still_reach_max_reject(clock: FakeClock) -> None:
+    """A low-rate client: two failures alone give p = 2/3; the attempts shed since count as
+    attempts too, so p climbs to max_reject instead of settling at R / (R + 1)."""
+    throttle = AdaptiveThrottle(clock=clock, rng=random.Random(0))
+    feed(throttle, 0, 2)
+    assert throttle.reject_probability() == pytest.approx(2 / 3)
+    while throttle.statistics().shed_in_window < 9:
+        throttle.allow_request()
+    assert throttle.reject_probability() == pytest.approx(0.9)  # 11/12 > 0.9: capped
+    clock.advance(11)  # the verdicts and the shed attempts leave the window together
+    stats = throttle.statistics()
+    assert (stats.requests, stats.shed_in_window, stats.reject_probability) == (0, 0, 0.0)
+
+
 def test_release_counts_nowhere(clock: FakeClock) -> None:
     """A cancelled attempt's release changes neither R nor A."""
     throttle = AdaptiveThrottle(clock=clock)
@@ -211,6 +239,18 @@ def test_default_window_sheds_an_outage_and_recovers_within_seconds(clock: FakeC
     assert after.count("shed") == 0  # the outage has left the window by then
 
 
+@pytest.mark.parametrize("rate", [2, 10], ids=lambda rate: f"{rate}/s")
+def test_default_window_sheds_a_low_rate_outage_too(clock: FakeClock, rate: int) -> None:
+    """At 2 and 10 calls/s (one attempt per call) >= 85% of an outage is shed from 10 s in
+    (73% at 2 calls/s when only answered attempts counted), and it recovers within 10 s."""
+    throttle = AdaptiveThrottle(clock=clock, rng=random.Random(0))
+    outcomes = run_open_loop(throttle, clock, rate, 150, lambda now: 1.0 if 30 <= now < 90 else 0)
+    late_outage = [outcome for now, outcome in outcomes if 40 <= now < 90]
+    assert late_outage.count("shed") / len(late_outage) >= 0.85
+    after = [outcome for now, outcome in outcomes if now >= 100]
+    assert after.count("ok") == len(after)
+
+
 @pytest.mark.parametrize(
     ("failure", "most_shed"),
     [pytest.param(0.2, 0.0, id="brownout-p0.2"), pytest.param(0.5, 0.02, id="partial-p0.5")],
@@ -268,8 +308,13 @@ class ThrottleMachine(RuleBasedStateMachine):
     def in_range(self) -> None:
         stats = self.throttle.statistics()
         assert 0 <= stats.accepts <= stats.requests
+        assert 0 <= stats.shed_in_window <= stats.shed
         assert 0.0 <= stats.reject_probability <= self.max_reject
-        expected = max(0.0, (stats.requests - self.k * stats.accepts) / (stats.requests + 1))
+        expected = 0.0
+        if stats.requests:  # the SRE formula over R' = R + S and A' = A R' / R
+            attempts = stats.requests + stats.shed_in_window
+            accepts = stats.accepts * attempts / stats.requests
+            expected = max(0.0, (attempts - self.k * accepts) / (attempts + 1))
         assert stats.reject_probability == pytest.approx(min(self.max_reject, expected))
         assert (stats.admitted, stats.shed) == (self.admitted, self.shed)
 
