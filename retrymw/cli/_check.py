@@ -1,7 +1,8 @@
 """``retrymw check``: validate config files, reporting every error and likely mistakes.
 
 `load_config` stops at the first error. To report them all, the file is validated piece by
-piece (the defaults, each policy over the valid defaults, each breaker and budget), and within
+piece (the defaults, each policy over the valid defaults, each breaker, budget and throttle),
+and within
 a piece the offending field is dropped and the piece validated again until it passes. An error
 in one entry of a list (``retry_on[2]``, ``delays[1]``) drops only that entry, so the other
 entries are checked too and keep their indices in the messages.
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._config.build import COMPONENTS
 from .._config.files import read_document
 from .._config.loader import RetryConfig, load_config
 from .._core.backoff import CustomBackoff
@@ -52,7 +54,13 @@ examples:
   retrymw check retry.toml other.yaml
   retrymw check --strict policies.yaml        warnings fail the check too"""
 
-_SECTIONS = ("retry_defaults", "policies", "breakers", "budgets")
+_SECTIONS = ("retry_defaults", "policies", *COMPONENTS)
+# Building the object checks every option (load_config's first pass only checks durations).
+_BUILDERS: Mapping[str, Callable[[RetryConfig, str], object]] = {
+    "breakers": RetryConfig.breaker,
+    "budgets": RetryConfig.budget,
+    "throttles": RetryConfig.throttle,
+}
 # Where a field can be spelt another way: RetryPolicy names the canonical field in its errors.
 _RETRY_FIELDS = (
     *("backoff", "initial_delay", "delay", "max_delay", "jitter", "jitter_factor"),
@@ -89,7 +97,11 @@ def _summary(report: Report) -> str:
     parts = [_count(len(report.policies), "policy", "policies")]
     if report.policies:
         parts[0] += f" ({', '.join(report.policies)})"
-    parts += [_count(len(report.breakers), "breaker"), _count(len(report.budgets), "budget")]
+    parts += [
+        _count(len(report.breakers), "breaker"),
+        _count(len(report.budgets), "budget"),
+        _count(len(report.throttles), "throttle"),
+    ]
     return f"OK: {', '.join(parts)}; {warned}"
 
 
@@ -142,7 +154,7 @@ def check_data(data: Any, *, lines: Mapping[str, int] | None = None) -> Report:
         report, data.get("retry_defaults"), "retry_defaults", lambda raw: {"retry_defaults": raw}
     )
     _check_policies(report, data.get("policies"), defaults)
-    for section in ("breakers", "budgets"):
+    for section in COMPONENTS:
         _check_components(report, section, data.get(section))
     return report
 
@@ -185,9 +197,7 @@ def _check_components(report: Report, section: str, raw: Any) -> None:
         path = f"{section}.{name}"
 
         def build(kept: Any, name: Any = name) -> object:
-            config = load_config({section: {name: kept}})
-            # load_config only checks durations; building the object checks everything.
-            return config.breaker(name) if section == "breakers" else config.budget(name)
+            return _BUILDERS[section](load_config({section: {name: kept}}), name)
 
         built, _ = prune(report, options, path, build)
         if built is not None:

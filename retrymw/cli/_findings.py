@@ -1,9 +1,9 @@
 """What `retrymw check` finds, and how it finds every error rather than the first.
 
-`prune` builds one piece of a file (the defaults, a policy, a breaker, a budget); on each
-`ConfigError` it records the error, drops what the error names (the entry of a list when the
-error is inside one, else the field) and builds again, so that later entries and fields are
-checked too. Errors keep the file's own list indices.
+`prune` builds one piece of a file (the defaults, a policy, a breaker, a budget, a throttle);
+on each `ConfigError` it records the error, drops what the error names (the entry of a list
+when the error is inside one, else the field) and builds again, so that later entries and
+fields are checked too. Errors keep the file's own list indices.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class Report:
         policies: the names of the policies that validated.
         breakers: the names of the breakers that validated.
         budgets: the names of the budgets that validated.
+        throttles: the names of the throttles that validated.
         lines: field path → line in the file, for the findings' lines.
     """
 
@@ -54,6 +55,7 @@ class Report:
     policies: list[str] = field(default_factory=list)
     breakers: list[str] = field(default_factory=list)
     budgets: list[str] = field(default_factory=list)
+    throttles: list[str] = field(default_factory=list)
     lines: Mapping[str, int] = field(default_factory=dict)
 
     def error(self, error: ConfigError) -> None:

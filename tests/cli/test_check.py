@@ -43,7 +43,7 @@ def test_check_accepts_a_valid_config() -> None:
     assert result.returncode == 0, result.stdout
     assert result.stdout == (
         "examples/policies.yaml: OK: 3 policies (payments, search, reports), "
-        "1 breaker, 1 budget; no warnings\n"
+        "1 breaker, 1 budget, no throttles; no warnings\n"
     )
 
 
@@ -76,8 +76,59 @@ def test_check_prints_errors_warnings_and_a_summary_per_file(
     assert code == 1
     summaries = [line for line in out.splitlines() if not line.startswith(("error", "warning"))]
     assert [line.split(".yaml: ", 1)[1] for line in summaries] == [
-        "OK: 3 policies (payments, search, reports), 1 breaker, 1 budget; no warnings",
+        "OK: 3 policies (payments, search, reports), 1 breaker, 1 budget, no throttles; "
+        "no warnings",
         "5 errors, 1 warning",
+    ]
+
+
+THROTTLES = """\
+policies:
+  api: {attempts: 3}
+throttles:
+  api:
+    k: 0.5
+    window: soon
+    max_reject: 2
+  search: {k: 1.5, window: 5s}
+  reports: {max_reject: 0.5}
+"""
+
+
+def test_check_reports_every_throttle_error_and_counts_the_valid_ones(tmp_path: Path) -> None:
+    """Each bad option of a throttle is an error with its line, as for breakers and budgets;
+    the throttles that build are counted in the summary."""
+    path = tmp_path / "throttles.yaml"
+    path.write_text(THROTTLES)
+    result = run_cli("check", str(path))
+    assert result.returncode == 1
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    found = [line.removeprefix(f"error: {path}:").split(": ")[:2] for line in errors]
+    assert found == [
+        ["5", "throttles.api.k"],
+        ["6", "throttles.api.window"],
+        ["7", "throttles.api.max_reject"],
+    ]
+    assert "got 0.5, expected e.g. 2.0" in errors[0]
+    assert result.stdout.endswith(f"{path}: 3 errors, no warnings\n")
+    # As for breakers and budgets, a throttle whose bad options were dropped is still checked.
+    report = check_file(str(path))
+    assert (report.policies, report.throttles) == (["api"], ["api", "search", "reports"])
+
+
+def test_check_counts_throttles_in_a_valid_file(tmp_path: Path) -> None:
+    """A file of throttles alone is sectioned, not a bare policy: its throttles are counted."""
+    path = tmp_path / "throttles.toml"
+    path.write_text('[throttles.api]\nk = 2.0\nwindow = "10s"\n\n[throttles.search]\n')
+    result = run_cli("check", str(path))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout == (
+        f"{path}: OK: no policies, no breakers, no budgets, 2 throttles; no warnings\n"
+    )
+    bad = check_data({"throttles": {"api": {"k": "two"}, "search": []}})
+    assert [finding.message.split(": ")[0] for finding in bad.errors] == [
+        "throttles.api.k",
+        "throttles.search",
     ]
 
 
