@@ -34,7 +34,8 @@ def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
     """Serialise ``policy`` into the canonical config form, which `load_config` reads back.
 
     ``load_config(to_mapping(policy)).defaults == policy`` for every policy that config can
-    express. Fields that are off (``None``) are left out, so the result also suits TOML.
+    express. Fields that are off (``None``) are left out, so the result also suits TOML, and
+    so is ``retry_below`` unless a policy turns it on (the opt-out is written where it is used).
 
     Raises:
         ConfigError: the policy holds what config cannot express: a ``fallback``, a `Backoff`
@@ -59,6 +60,8 @@ def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
             result[key] = _format_duration(getattr(policy, key))
     if policy.retry_on is not None:
         result["retry_on"] = _matcher_form(policy.retry_on)
+    if policy.retry_below:
+        result["retry_below"] = True
     return result
 
 

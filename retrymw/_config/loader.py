@@ -43,7 +43,7 @@ _T = TypeVar("_T")
 _SECTIONS = ("retry_defaults", "policies", *COMPONENTS)
 _FIELDS = (
     *("name", "attempts", "backoff", "initial_delay", "max_delay", "jitter", "jitter_factor"),
-    *("retry_on", "retry_budget", "timeout", "deadline", "on_failure"),
+    *("retry_on", "retry_budget", "timeout", "deadline", "on_failure", "retry_below"),
     *("max_attempts", "retry", "delay"),  # legacy and compact spellings
 )
 _CHECKED_BY_POLICY: tuple[str, ...] = ("name", "jitter", "jitter_factor", "on_failure")
@@ -254,6 +254,13 @@ def _policy_fields(
         raise ConfigError(_join(path, "on_failure"), "fallback", problem, '"raise" or "continue"')
     if "retry_on" in given:
         kwargs["retry_on"] = _retry_on(given["retry_on"], _join(path, "retry_on"))
+    if "retry_below" in given:
+        # Checked here rather than by RetryPolicy, whose example is the Python spelling.
+        below = given["retry_below"]
+        if not isinstance(below, bool):
+            problem = "must be true or false (a boolean, not text or a number)"
+            raise ConfigError(_join(path, "retry_below"), below, problem, "retry_below: true")
+        kwargs["retry_below"] = below
     return kwargs
 
 

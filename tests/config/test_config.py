@@ -977,6 +977,7 @@ def _policies(draw: st.DrawFn) -> RetryPolicy:
         timeout=draw(st.none() | _POSITIVE),
         deadline=draw(st.none() | _POSITIVE),
         on_failure=draw(st.sampled_from(["raise", "continue"])),
+        retry_below=draw(st.booleans()),
     )
 
 
