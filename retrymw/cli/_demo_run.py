@@ -90,7 +90,11 @@ class DemoRun:
         if tracing is not None:
             from ..instrumentation import OpenTelemetryInstrument
 
-            instruments.append(OpenTelemetryInstrument(tracer_provider=tracing.provider))
+            instruments.append(
+                OpenTelemetryInstrument(
+                    tracer_provider=tracing.provider, meter_provider=self._otlp_metrics()
+                )
+            )
         return instruments
 
     def _serve_metrics(self, registry: Any) -> str:
@@ -129,6 +133,18 @@ class DemoRun:
         else:
             self.console.line(f"traces: {self.tracing.description}")
         return self.tracing
+
+    def _otlp_metrics(self) -> Any:
+        """The meter provider pushing to the OTLP endpoint, if one is configured (else None:
+        the instrument's global provider, where nobody listens)."""
+        from ._demo_otlp import setup_metrics
+
+        self.otlp = setup_metrics()
+        if self.otlp.notice is not None:
+            self.console.line(f"notice: {self.otlp.notice}")
+        if self.otlp.description is not None:
+            self.console.line(f"otlp metrics: {self.otlp.description}")
+        return self.otlp.provider
 
     def _on_transition(self, event: BreakerStateChanged) -> None:
         self.console.line(
@@ -360,6 +376,9 @@ class DemoRun:
         tracing = getattr(self, "tracing", None)
         if tracing is not None:
             tracing.shutdown()
+        otlp = getattr(self, "otlp", None)
+        if otlp is not None:
+            otlp.shutdown()  # the last push: what was recorded since the previous one
         fleet = getattr(self, "fleet", None)
         if fleet is not None:
             fleet.close()

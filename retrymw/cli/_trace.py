@@ -192,9 +192,12 @@ def setup_tracing(
     return Tracing(provider, "summarised below", notice, True)
 
 
-def _protocol(env: dict[str, str], endpoint: str) -> str:
-    """The OTLP protocol: from the environment, else guessed from the port (4317 is gRPC)."""
-    chosen = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+def _protocol(env: dict[str, str], endpoint: str, signal: str = "TRACES") -> str:
+    """The OTLP protocol of ``signal`` (TRACES, METRICS): from the environment, else guessed
+    from the port (4317 is gRPC)."""
+    chosen = env.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL"
+    )
     if chosen:
         return chosen.strip().lower()
     try:
