@@ -155,6 +155,21 @@ def test_the_sync_path_meets_the_same_faults() -> None:
     recorder.assert_call(attempts=3)
 
 
+def test_the_sync_path_stalls_after_the_first_bytes_then_passes_to_the_inner_transport() -> None:
+    """Blocking: a stall sends its first bytes and times out; the next request reaches inner."""
+    clock = FakeClock()
+    inner = httpx.MockTransport(lambda request: httpx.Response(201, text="inner"))
+    faults = FaultTransport(inner, script=[Fault(kind="stall", body=b"par")], clock=clock)
+    received: list[bytes] = []
+    with httpx.Client(transport=faults) as client:
+        with client.stream("GET", URL) as response, pytest.raises(httpx.ReadTimeout):
+            received.extend(response.iter_raw())
+        assert (received, clock.sleeps) == ([b"par"], [30.0])
+        assert client.get(URL).text == "inner"
+    assert faults.injected == ["stall", "pass"]
+    assert [r.status_code for r in faults.responses] == [503, 201]  # a stall is a 503 unless told
+
+
 def test_hints_become_headers() -> None:
     """Retry-After, retry-after-ms, x-should-retry and extra headers are all sent."""
     fault = Fault(
