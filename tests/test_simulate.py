@@ -246,8 +246,11 @@ def test_a_dependency_under_its_capacity_serves_everything() -> None:
     assert result.success_rate == 1.0
 
 
-def test_herd_factor_counts_rounds_of_clients_in_step() -> None:
-    """In step, without jitter, retries land on later rounds: three rounds in one slot."""
+def test_herd_factors_count_attempts_and_retries_against_the_mean_100ms() -> None:
+    """200 clients in step at 1 call/s: a pre-fault mean of 20 attempts per 100 ms, all in one
+    slot of each second. Without jitter both retries land on a later round: 200 first attempts
+    and 400 retries in one slot (30x, of which retries 20x); with full jitter the retries
+    spread; staggered clients spread everything."""
     scenario = Scenario(
         "in step",
         rate=1,
@@ -258,11 +261,16 @@ def test_herd_factor_counts_rounds_of_clients_in_step() -> None:
         synchronized=True,
         budget=None,
     )
-    assert simulate(scenario).herd_factor == 3.0
-    jittered = replace(scenario, policy=scenario.policy.replace(jitter="full"))
-    assert simulate(jittered).herd_factor < 1.5
+    unjittered = simulate(scenario)
+    assert (unjittered.herd_factor, unjittered.retry_herd_factor) == (30.0, 20.0)
+    alone = simulate(replace(scenario, policy=scenario.policy.replace(attempts=1)))
+    assert (alone.herd_factor, alone.retry_herd_factor) == (10.0, 0.0)  # the round itself
+    jittered = simulate(replace(scenario, policy=scenario.policy.replace(jitter="full")))
+    assert 10.0 <= jittered.herd_factor < 15.0
+    assert jittered.retry_herd_factor < 5.0
     staggered = simulate(replace(scenario, synchronized=False))
-    assert staggered.herd_factor < 3.5  # every slot busy: the plain pre-fault mean
+    assert staggered.herd_factor <= 3.0  # every slot busy: retries add up to two rounds
+    assert simulate(replace(scenario, warmup=0)).herd_factor == 0.0  # no pre-fault mean
 
 
 def test_recovered_in_is_the_end_of_the_last_second_below_099() -> None:

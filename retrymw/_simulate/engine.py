@@ -71,10 +71,12 @@ class SimulationResult:
             refused before any attempt.
         goodput: calls arriving during the fault that succeeded, per second of the fault.
         herd_factor: the busiest 100 ms of attempts from the fault's start on, divided by the
-            mean attempts per *busy* 100 ms before it (a 100 ms slot holding at least one
-            attempt). Staggered clients keep every slot busy, so it is the plain pre-fault mean;
-            clients in step call in one slot per round, so a round is the baseline and the
-            factor is what retries pile on top of it (0 when nothing ran before the fault).
+            mean attempts per 100 ms before it (every slot of the warm-up; 0 when nothing ran
+            before the fault). Clients in step put a whole round of first attempts into one
+            slot: at 1 call/s that alone is 10x, whatever the retry policy.
+        retry_herd_factor: the same for the retries alone (attempts after a call's first): the
+            busiest 100 ms of retries from the fault's start on over the mean attempts per
+            100 ms before it. It is what the retry policy adds to the clients' own pattern.
         recovered_in: seconds from the fault's end until every later second of arrivals
             succeeds at >= 0.99 (the end of the last second below it; 0 when none was);
             ``None`` when no call arrived after the fault.
@@ -99,6 +101,7 @@ class SimulationResult:
     goodput: float = 0.0
     herd_factor: float = 0.0
     recovered_in: float | None = None
+    retry_herd_factor: float = 0.0
 
 
 _SYNC = object()  # marks a synchroniser's step in the event queue
@@ -197,6 +200,7 @@ class _Run:
         self.failure, self.latency = scenario.failure, scenario.latency
         self.sequence = 0
         self.buckets: dict[int, int] = {}
+        self.retry_buckets: dict[int, int] = {}  # the retries among them
         self.calls = self.attempts = self.successes = self.rejections = self.shed = 0
         self.late_calls = self.late_shed = 0
         self.arrived_in_fault = self.after_fault = 0
@@ -289,6 +293,8 @@ class _Run:
         now = self.clock.now()
         bucket = int(now * 10.0)
         self.buckets[bucket] = self.buckets.get(bucket, 0) + 1
+        if tally[0] > 1:
+            self.retry_buckets[bucket] = self.retry_buckets.get(bucket, 0) + 1
         backend = self.turn
         if self.backends > 1:
             self.turn = (backend + 1) % self.backends
@@ -312,13 +318,17 @@ class _Run:
             return 1.0
         return max(0.0, (capacity / offered - self.cost) / (1.0 - self.cost))
 
-    def herd_factor(self) -> float:
+    def herd_factors(self) -> tuple[float, float]:
+        """The herd factors of all attempts and of retries (see `SimulationResult`)."""
         start = int(self.warmup * 10.0)
-        before = [count for slot, count in self.buckets.items() if slot < start]
-        after = [count for slot, count in self.buckets.items() if slot >= start]
-        if not before or not after:
-            return 0.0
-        return max(after) / statistics.fmean(before)
+        before = sum(count for slot, count in self.buckets.items() if slot < start)
+        if not before:
+            return 0.0, 0.0
+        mean = before / start  # every 100 ms slot of the warm-up, busy or not
+        after = max((count for slot, count in self.buckets.items() if slot >= start), default=0)
+        retries = self.retry_buckets.items()
+        after_retries = max((count for slot, count in retries if slot >= start), default=0)
+        return after / mean, after_retries / mean
 
     def recovered_in(self) -> float | None:
         if not self.after:
@@ -337,6 +347,7 @@ class _Run:
             recover = 0.0 if last is None else last - scenario.fault_end
         first = self.first_trip
         span = min(self.fault_end, scenario.duration) - scenario.warmup
+        herd, retry_herd = self.herd_factors()
         return SimulationResult(
             scenario=scenario,
             calls=self.calls,
@@ -355,8 +366,9 @@ class _Run:
             shed=self.shed,
             shed_from_10s=self.late_shed / self.late_calls if self.late_calls else 0.0,
             goodput=self.successes / span if span > 0 else 0.0,
-            herd_factor=self.herd_factor(),
+            herd_factor=herd,
             recovered_in=None if scenario.fault is None else self.recovered_in(),
+            retry_herd_factor=retry_herd,
         )
 
 

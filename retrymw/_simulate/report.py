@@ -100,7 +100,8 @@ def render_table(results: Iterable[SimulationResult], *, markdown: bool = False)
 
 
 _COMPARISON: tuple[str, ...] = (
-    *("situation", "setup", "success", "amplif.", "shed 10s+", "goodput/s", "herd", "recovered"),
+    *("situation", "setup", "success", "amplif.", "shed 10s+", "goodput/s"),
+    *("herd", "retry herd", "recovered"),
 )
 
 
@@ -109,8 +110,8 @@ def render_comparison(rows: Iterable[Comparison], *, markdown: bool = False) -> 
 
     Columns: success and amplification of the calls arriving during the fault, the share of
     those arriving from 10 s into it that a throttle shed, goodput (successful calls per
-    second of the fault), the herd factor and the time for success to stay >= 0.99 after the
-    fault (see `SimulationResult`).
+    second of the fault), the herd factors of all attempts and of retries alone, and the time
+    for success to stay >= 0.99 after the fault (see `SimulationResult`).
     """
     table = [_COMPARISON]
     for row in rows:
@@ -125,6 +126,7 @@ def render_comparison(rows: Iterable[Comparison], *, markdown: bool = False) -> 
                 f"{result.shed_from_10s:.1%}",
                 f"{result.goodput:.1f}",
                 f"{result.herd_factor:.2f}",
+                f"{result.retry_herd_factor:.2f}",
                 "-" if recovered is None else f"{recovered:.0f}s",
             )
         )
