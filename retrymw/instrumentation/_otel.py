@@ -38,6 +38,7 @@ from ._otel_support import (
     _args,
     _histogram,
     _http_request,
+    _observe_fleet,
     _protocol_version,
     _record_exception,
     _Scope,
@@ -121,6 +122,7 @@ class OpenTelemetryInstrument(Instrument):
             description="Duration of HTTP client requests (one per retrymw attempt).",
             explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
         )
+        _observe_fleet(meter)  # the fleet's health, read at collection (docs/telemetry.md)
         # The HTTP attributes of this task's current attempt, for http.client.request.duration.
         self._http_attributes: ContextVar[dict[str, Any] | None] = ContextVar(
             "retrymw_otel_http", default=None

@@ -6,6 +6,8 @@ Imported by `_otel` only after it has checked that opentelemetry-api is installe
 
 from __future__ import annotations
 
+import functools
+import math
 import sys
 import traceback
 from contextvars import ContextVar, Token
@@ -18,6 +20,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from .._core.redact import exception_text, redact_text
 from . import _names as names
+from ._fleet_live import fleet_readings
 
 __all__: list[str] = []  # private helpers of `_otel`
 
@@ -141,3 +144,33 @@ def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogra
     return meter.create_histogram(
         *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
     )
+
+
+def _observe_fleet(meter: metrics.Meter) -> None:
+    """Observable instruments for the fleet's health (`names.FLEET_METRICS`).
+
+    Read at each collection from the process's open `RedisFleet`s, as `PrometheusInstrument`
+    reads them at scrape time: one series per namespace while a fleet of it is open, none
+    otherwise. The readings are the process's, not the instrument's, so a second instrument
+    on the same meter adds nothing (the SDK hands it the first one's instruments).
+    """
+    for column, spec in enumerate(names.FLEET_METRICS):
+        callback = functools.partial(_observe_fleet_column, column)
+        create = (
+            meter.create_observable_counter
+            if spec.kind == "counter"
+            else meter.create_observable_gauge
+        )
+        create(spec.otel, callbacks=[callback], unit=spec.unit, description=spec.description)
+
+
+def _observe_fleet_column(
+    column: int, options: metrics.CallbackOptions
+) -> list[metrics.Observation]:
+    observations = []
+    for namespace, *values in fleet_readings():
+        value = values[column]
+        # A NaN (no sync lag before the first step) is no observation rather than a NaN point.
+        if not math.isnan(value):
+            observations.append(metrics.Observation(value, {names.ATTR_FLEET: namespace}))
+    return observations

@@ -7,7 +7,6 @@ after checking that prometheus_client is installed.
 from __future__ import annotations
 
 import math
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -17,45 +16,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from . import _names as names
+from ._fleet_live import fleet_readings as _fleet_readings
 
 __all__ = ["FleetCollector", "FleetGauges", "create", "failure_rate", "read_live", "set_from"]
 
 
-# -- the fleet's health: read from the process's open `RedisFleet`s -------------------------------
-
-#: (namespace, members, degraded, sync age, sync lag, tokens leased) of each open fleet.
-_FleetReading = tuple[str, float, float, float, float, float]
-
-
-def _fleet_readings() -> list[_FleetReading]:
-    """One reading per namespace of the open fleets; none if `retrymw.fleet` was never imported.
-
-    Two fleets of one namespace in a process are one member's view twice: the worst of each
-    gauge, the sum of the leased tokens. A fleet that fails to report is left out: a scrape
-    never fails for it.
-    """
-    module = sys.modules.get("retrymw.fleet._fleet")
-    if module is None:  # no fleet can exist: nothing imported the module
-        return []
-    merged: dict[str, list[float]] = {}
-    for fleet in module.live_fleets():
-        try:
-            stats = fleet.statistics()
-            values = [
-                float(stats.members),
-                float(stats.degraded),
-                fleet.view_age(),
-                stats.sync_lag if stats.sync_lag is not None else math.nan,
-                float(stats.tokens_leased),
-            ]
-        except Exception:  # pragma: no cover - statistics() reads plain attributes
-            continue
-        seen = merged.get(fleet.namespace)
-        if seen is None:
-            merged[fleet.namespace] = values
-        else:
-            merged[fleet.namespace] = [*map(max, seen[:4], values[:4]), seen[4] + values[4]]
-    return [(namespace, *values) for namespace, values in merged.items()]  # type: ignore[misc]
+# -- the fleet's health: read from the process's open `RedisFleet`s (`_fleet_live`) -------------
 
 
 class FleetCollector:
