@@ -8,6 +8,8 @@ exposition must say the same.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,3 +141,37 @@ def test_units_and_kinds_follow_the_names(reader: InMemoryMetricReader) -> None:
             assert metric.data.is_monotonic
         else:
             assert isinstance(metric.data, Gauge)
+
+
+_NO_FLEET_SCRIPT = """
+import sys
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from retrymw.instrumentation import OpenTelemetryInstrument
+
+reader = InMemoryMetricReader()
+OpenTelemetryInstrument(meter_provider=MeterProvider(metric_readers=[reader]))
+data = reader.get_metrics_data()
+found = [
+    metric.name
+    for resource in (data.resource_metrics if data is not None else [])
+    for scope in resource.scope_metrics
+    for metric in scope.metrics
+    if metric.name.startswith("retrymw.fleet.")
+]
+print("retrymw.fleet._fleet" in sys.modules, found)
+"""
+
+
+def test_a_process_without_fleets_never_imports_them() -> None:
+    """Collecting in a process that never imported `retrymw.fleet` observes nothing and does
+    not import it (nor redis) just to look."""
+    result = subprocess.run(
+        [sys.executable, "-c", _NO_FLEET_SCRIPT],
+        capture_output=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "False []"
