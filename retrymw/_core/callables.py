@@ -160,13 +160,14 @@ def async_result_error(fn: object, result: object) -> TypeError | None:
 def async_attempt(
     fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any
 ) -> Callable[[], Awaitable[T]]:
-    """One attempt of ``call()``: ``fn(*args, **kwargs)``, awaited once it is known awaitable."""
+    """One attempt of ``call()``: ``fn(*args, **kwargs)``, handed to the driver to await once
+    it is known awaitable (a plain function returning it: no coroutine of its own per attempt)."""
 
-    async def attempt() -> T:
+    def attempt() -> Awaitable[T]:
         result = fn(*args, **kwargs)
         if type(result) is not CoroutineType and not inspect.isawaitable(result):
             raise Refused(sync_result_error(fn, result))
-        return await result
+        return result
 
     return attempt
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
@@ -39,8 +40,8 @@ class Clock(Protocol):
         """Unix time in seconds, for HTTP dates such as ``Retry-After``."""
         ...
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep without blocking the event loop (asyncio or trio)."""
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Sleep without blocking the event loop (asyncio or trio): an ``async def`` will do."""
         ...
 
     def sleep_sync(self, seconds: float) -> None:
@@ -68,17 +69,17 @@ class SystemClock:
         clock = _default_clock
         return time.time() if clock is None else clock.wall()
 
-    async def sleep(self, seconds: float) -> None:
-        """See `Clock.sleep`."""
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """See `Clock.sleep` (the awaitable of the clock that does the sleeping)."""
         clock = _default_clock
         if clock is not None:
-            await clock.sleep(seconds)
-        elif current_async_library() == "asyncio":
+            return clock.sleep(seconds)
+        if "trio" not in sys.modules or current_async_library() == "asyncio":
             # The loop's own sleep: anyio's adds a backend lookup and nothing else on asyncio
-            # (cancel scopes cancel the task either way), about 2.5 µs per wait.
-            await asyncio.sleep(seconds)
-        else:
-            await anyio.sleep(seconds)
+            # (cancel scopes cancel the task either way), about 2.5 µs per wait. Without trio
+            # imported, the loop can only be asyncio's, and sniffio's lookup is skipped too.
+            return asyncio.sleep(seconds)
+        return anyio.sleep(seconds)
 
     def sleep_sync(self, seconds: float) -> None:
         """See `Clock.sleep_sync`."""

@@ -131,13 +131,11 @@ class Engine:
         first_result: object,
         since: int | None,
         started: float | None,
-        dispatch: Dispatch | None,
     ) -> CallRun:
         """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had."""
         resumed = first_error is not None or first_result is not _NOT_GIVEN
-        if dispatch is None:
-            quiet = self._quiet
-            dispatch = quiet[0] if resumed and quiet is not None else self._current()[0]
+        # The plain path is only taken without the idle instruments (`Engine._current`).
+        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
         return CallRun(
             self,
             policy or self.policy,
@@ -164,7 +162,6 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
-        dispatch: Dispatch | None = None,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
@@ -173,8 +170,7 @@ class Engine:
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
         whose first attempt already ran on the plain path (see `plain_first_attempt`), with
         ``since``, the `next_serial` taken before that attempt (retry at one layer), ``started``,
-        the clock's time when it began (then reported as the call's first attempt), and the
-        ``dispatch`` the call was started with.
+        the clock's time when it began (then reported as the call's first attempt).
         """
         run = self._open_run(
             operation,
@@ -186,7 +182,6 @@ class Engine:
             first_result,
             since,
             started,
-            dispatch,
         )
         sleep = self._clock.sleep
         try:
@@ -237,7 +232,6 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
-        dispatch: Dispatch | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
         run = self._open_run(
@@ -250,7 +244,6 @@ class Engine:
             first_result,
             since,
             started,
-            dispatch,
         )
         sleep = self._clock.sleep_sync
         try:

@@ -179,7 +179,7 @@ def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
 class Dispatch:
     """Per-hook tables built once, so that hooks nobody implements cost nothing per call."""
 
-    __slots__ = (*HOOKS, "guards", "idle_guards", "instruments")
+    __slots__ = (*HOOKS, "guards", "idle_guards", "instruments", "observes_outcomes")
 
     def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
         self.instruments = tuple(instruments)
@@ -195,6 +195,14 @@ class Dispatch:
         self.first_attempt_succeeded = _table(guards, "first_attempt_succeeded")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
+        # Whether any hook reads an attempt's or a call's status (see `CallRun._outcome`).
+        self.observes_outcomes = bool(
+            self.attempt_finished
+            or self.retry_scheduled
+            or self.retry_denied
+            or self.call_finished
+            or self.first_attempt_succeeded
+        )
         # The guards of instruments that can be idle (they override `listening`).
         self.idle_guards = tuple(
             guard

@@ -14,11 +14,12 @@ answers a failed request with ``x-should-retry: false``, which the caller's tran
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .events import Outcome, RetryReason
+from .forks import ForkSafeLock
 
 __all__ = [
     "FINAL_REASONS",
@@ -39,12 +40,14 @@ _ATTRIBUTE = "_retrymw_final"
 FINAL_REASONS: frozenset[RetryReason] = frozenset({"server_said_no", "retried_below"})
 
 # One sequence for calls and marks: a mark made after a call began was made inside it.
-_serials = itertools.count(1)
+# ``next_serial()`` returns a number greater than every earlier one; the counter's own method,
+# as every call takes one (a Python function around it costs a frame).
+next_serial: Callable[[], int] = itertools.count(1).__next__
 
-
-def next_serial() -> int:
-    """A number greater than every earlier one (calls and marks share the sequence)."""
-    return next(_serials)
+# The newest mark's serial: a call that began after it cannot find a mark made inside it, which
+# spares every retry decision the attribute lookups of `retried_below`.
+_newest_mark = 0
+_newest_mark_lock = ForkSafeLock()
 
 
 def mark(value: object) -> None:
@@ -53,10 +56,14 @@ def mark(value: object) -> None:
     An object that takes no attribute (``None``, an int, a slotted class) stays unmarked: the
     layer above may then retry it, as before.
     """
+    global _newest_mark
+    serial = next_serial()
     try:
-        setattr(value, _ATTRIBUTE, next_serial())
+        setattr(value, _ATTRIBUTE, serial)
     except Exception:  # no attribute can be set on it: unmarked is the safe side
         return
+    with _newest_mark_lock:  # give-ups only: off the hot path
+        _newest_mark = max(_newest_mark, serial)
 
 
 def copy_mark(source: BaseException, target: BaseException) -> None:
@@ -74,6 +81,8 @@ def retried_below(outcome: Outcome, since: int) -> bool:
     retryable on every later call. An error's ``response`` (``httpx.HTTPStatusError``) is
     looked at too.
     """
+    if _newest_mark <= since:
+        return False
     error = outcome.exception
     try:
         values = (error, outcome.result, getattr(error, "response", None))

@@ -191,13 +191,15 @@ class Retrier(Engine):
 
     # -- front doors ---------------------------------------------------------------------------
 
-    async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    def call(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, T]:
         """Await ``fn(*args, **kwargs)`` with retries and return its result.
 
         ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
         lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
         never retried: what is not callable, such as a coroutine object (``call(fetch())``),
-        before anything runs; a generator function when it returns its generator, before its
+        as ``call`` is called; a generator function when it returns its generator, before its
         body runs; a synchronous function (use `call_sync`) at its first return.
 
         Raises:
@@ -209,7 +211,9 @@ class Retrier(Engine):
         """
         if not callable(fn):
             check_callable(fn, "retrier.call()")
-        return await self._call_async(fn, args, kwargs, None)
+        # The coroutine of `_call_async` itself, rather than a coroutine awaiting it: one frame
+        # less on every call.
+        return self._call_async(fn, args, kwargs, None)
 
     def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``fn(*args, **kwargs)`` with retries, sleeping in the current thread.
@@ -262,10 +266,9 @@ class Retrier(Engine):
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        quiet = self._quiet
-        dispatch, plain = (
-            (self._dispatch, self._plain) if quiet is None or self._dispatch.listening() else quiet
-        )
+        plain, quiet = self._plain, self._quiet
+        if quiet is not None and not self._dispatch.listening():
+            plain = quiet[1]
         if plain is not None:
             since = next_serial()  # what is marked after this was marked inside this call
             started = self._clock.now() if plain else None
@@ -273,7 +276,11 @@ class Retrier(Engine):
                 awaitable = fn(*args, **kwargs)
                 if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
                     result = await awaitable
-                    self._plain_success(plain, operation, fn, started)
+                    fund = self._fund
+                    if fund is not None and started is None:
+                        fund()  # the common case, inline: nothing to report
+                    else:
+                        self._plain_success(plain, operation, fn, started)
                     return result
             except Exception as error:
                 first = error
@@ -287,7 +294,6 @@ class Retrier(Engine):
                 first_error=first,
                 since=since,
                 started=started,
-                dispatch=dispatch,
             )
         return await self.execute_async(
             async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
@@ -296,10 +302,9 @@ class Retrier(Engine):
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
-        quiet = self._quiet
-        dispatch, plain = (
-            (self._dispatch, self._plain) if quiet is None or self._dispatch.listening() else quiet
-        )
+        plain, quiet = self._plain, self._quiet
+        if quiet is not None and not self._dispatch.listening():
+            plain = quiet[1]
         if plain is not None:
             since = next_serial()  # what is marked after this was marked inside this call
             started = self._clock.now() if plain else None
@@ -316,7 +321,6 @@ class Retrier(Engine):
                     first_error=first,
                     since=since,
                     started=started,
-                    dispatch=dispatch,
                 )
             if type(result) in SUSPECT_RESULTS:
                 refusal = async_result_error(fn, result)

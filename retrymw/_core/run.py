@@ -87,9 +87,10 @@ class CallRun:
         self.resumed = resumed
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
-        self.breaker = for_target(retrier._breaker, self.target)
-        self.budget = for_target(retrier._budget, self.target)
-        self.throttle = for_target(retrier._throttle, self.target)
+        breaker, budget, throttle = retrier._breaker, retrier._budget, retrier._throttle
+        self.breaker = breaker if breaker is None else for_target(breaker, self.target)
+        self.budget = budget if budget is None else for_target(budget, self.target)
+        self.throttle = throttle if throttle is None else for_target(throttle, self.target)
         self.admitted = False
         self.call_scopes = NO_SCOPES
         self.attempt_scopes = NO_SCOPES
@@ -100,7 +101,8 @@ class CallRun:
         self.status: int | None = None
         self.outcome: CallOutcome = "success"
         self.reason: RetryReason | None = None
-        self.resume = ResumableRun.open(retrier._store, policy, retrier._clock)
+        store = retrier._store
+        self.resume = None if store is None else ResumableRun.open(store, policy, retrier._clock)
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
         # a call resumed from a bare first attempt took its serial before that attempt.
         self.serial = next_serial() if since is None else since
@@ -247,8 +249,9 @@ class CallRun:
                     result,
                 ),
             )
-        self.attempt_scopes.exit()
-        self.attempt_scopes = NO_SCOPES
+        if self.attempt_scopes is not NO_SCOPES:
+            self.attempt_scopes.exit()
+            self.attempt_scopes = NO_SCOPES
         if isinstance(decision, Retry):
             delay = decision.delay
             state.delay_so_far += delay
@@ -336,9 +339,12 @@ class CallRun:
     ) -> Outcome:
         if self.adapter is not None:
             return self.adapter.outcome(attempt, elapsed, result, error)
-        if error is not None:
-            return Outcome(attempt, elapsed, error, None, status_of(error))
         matcher = self.policy.retry_on
+        if error is not None:
+            # An exception's status is for matchers and telemetry: the implicit "any
+            # exception" rule with nobody listening never reads it (three attribute lookups).
+            wanted = matcher is not None or self.dispatch.observes_outcomes
+            return Outcome(attempt, elapsed, error, None, status_of(error) if wanted else None)
         status = status_of(result) if matcher is not None and matcher.uses_results else None
         return Outcome(attempt, elapsed, None, result, status)
 
