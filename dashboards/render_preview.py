@@ -36,7 +36,11 @@ VARIABLES = {
     "__interval": "15s",
     "__range": f"{round(harness.INCIDENT_SECONDS)}s",
 }
+#: The figure: 20 inches wide at 80 dpi, 0.42 inch per grid row under a 0.8 inch header.
+WIDTH, DPI, UNIT_HEIGHT, HEADER = 20.0, 80, 0.42, 0.8
 Series = list[tuple[str, list[float], list[float]]]
+#: A table panel's instant results: (the series' labels, the target's column name, value).
+Cells = list[tuple[dict[str, str], str, float]]
 
 
 def legend(template: str, labels: dict[str, str]) -> str:
@@ -69,6 +73,19 @@ def fetch(live: harness.IncidentStack, panel: dict[str, Any]) -> Series:
     return sorted(found)
 
 
+def fetch_cells(live: harness.IncidentStack, panel: dict[str, Any]) -> Cells:
+    """A table panel's cells: each target's instant result, its legend naming the column."""
+    return [
+        (
+            {k: v for k, v in result["metric"].items() if k not in ("job", "instance")},
+            target.get("legendFormat", ""),
+            float(result["value"][1]),
+        )
+        for target in panel["targets"]
+        for result in live.prometheus.query(expression(target["expr"]))
+    ]
+
+
 def _format(value: float, unit: str) -> str:
     if not math.isfinite(value):
         return "n/a"
@@ -81,8 +98,26 @@ def _format(value: float, unit: str) -> str:
     return f"{value:.2f}"
 
 
-def render(dashboard: dict[str, Any], data: dict[int, Series], output: Path) -> None:
-    """Draw every panel at its grid position, in a Grafana-like dark theme, and save a PNG."""
+def grid_rows(dashboard: dict[str, Any]) -> int:
+    """How many grid rows the dashboard's panels take, top to bottom."""
+    return max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in harness.panels(dashboard, rows=True))
+
+
+def size(dashboard: dict[str, Any]) -> tuple[int, int]:
+    """The preview's width and height in pixels for the dashboard's layout.
+
+    Matplotlib's Agg canvas truncates a figure's size in pixels; so does this.
+    """
+    return int(WIDTH * DPI), int((grid_rows(dashboard) * UNIT_HEIGHT + HEADER) * DPI)
+
+
+def render(
+    dashboard: dict[str, Any], data: dict[int, Series], tables: dict[int, Cells], output: Path
+) -> None:
+    """Draw every panel at its grid position, in a Grafana-like dark theme, and save a PNG.
+
+    ``data`` holds the series of every panel but the tables, ``tables`` the tables' cells.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,18 +134,20 @@ def render(dashboard: dict[str, Any], data: dict[int, Series], output: Path) -> 
         }
     )
     items = harness.panels(dashboard, rows=True)
-    bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in items)
-    unit_height = 0.42  # inches per grid row
-    figure = plt.figure(figsize=(20, bottom * unit_height + 0.8), dpi=80, facecolor=BACKGROUND)
+    bottom = grid_rows(dashboard)
+    height_inches = bottom * UNIT_HEIGHT + HEADER
+    figure = plt.figure(figsize=(WIDTH, height_inches), dpi=DPI, facecolor=BACKGROUND)
     figure.suptitle(
         "retrymw / Overview: brief periodic outage · long outage (2-12 min) · brownout "
         "(25% from 2 min); live Prometheus data, x axis in minutes",
         color=TEXT,
         fontsize=14,
         x=0.01,
+        y=1 - 0.3 / height_inches,  # inside the header: the first row's title is just below
         ha="left",
+        va="center",
     )
-    top = 1 - 0.8 / (bottom * unit_height + 0.8)
+    top = 1 - HEADER / height_inches
     for panel in items:
         pos = panel["gridPos"]
         left, width = pos["x"] / 24, pos["w"] / 24
@@ -119,10 +156,14 @@ def render(dashboard: dict[str, Any], data: dict[int, Series], output: Path) -> 
         if panel["type"] == "row":
             figure.text(left + 0.003, y + height / 2, panel["title"], fontsize=12, va="center")
             continue
-        axes = figure.add_axes((left + 0.006, y + 0.012, width - 0.012, height - 0.03))
+        # Room on the left for the y tick labels, which matplotlib draws outside the axes.
+        axes = figure.add_axes((left + 0.022, y + 0.012, width - 0.028, height - 0.03))
         axes.set_facecolor(PANEL)
         axes.set_title(panel["title"], loc="left", color=TEXT, fontsize=9)
-        _draw(axes, panel, data[panel["id"]])
+        if panel["type"] == "table":
+            _table(axes, panel, tables[panel["id"]])
+        else:
+            _draw(axes, panel, data[panel["id"]])
     figure.savefig(output, facecolor=BACKGROUND)
     plt.close(figure)
 
@@ -134,9 +175,6 @@ def _draw(axes: Any, panel: dict[str, Any], series: Series) -> None:
         value = series[0][2][-1] if series else math.nan
         axes.text(0.5, 0.45, _format(value, unit), ha="center", va="center", fontsize=22)
         axes.set_axis_off()
-        return
-    if kind == "table":
-        _table(axes, series, unit)
         return
     if kind == "bargauge":
         names = [name for name, _, _ in series]
@@ -164,15 +202,53 @@ def _draw(axes: Any, panel: dict[str, Any], series: Series) -> None:
         axes.legend(fontsize=6, frameon=False, labelcolor=TEXT, loc="upper left", ncol=3)
 
 
-def _table(axes: Any, series: Series, unit: str) -> None:
+def _table(axes: Any, panel: dict[str, Any], cells: Cells) -> None:
+    """Draw a table as Grafana shows it: one row per label set.
+
+    The targets are merged on their labels, each target's legend naming its column, in the
+    unit its override gives; a table whose ``organize`` transformation hides ``Value`` (the
+    policy info table) shows only its labels.
+    """
     axes.set_axis_off()
-    rows: dict[str, list[str]] = {}
-    for name, _, ys in series:
-        rows.setdefault(name, []).append(_format(ys[-1], unit if unit != "none" else "none"))
-    lines = [
-        f"{name:<40} " + "  ".join(f"{v:>10}" for v in values) for name, values in rows.items()
+    (organize,) = [t["options"] for t in panel["transformations"] if t["id"] == "organize"]
+    renamed: dict[str, str] = organize.get("renameByName", {})
+    labels_only = bool(organize.get("excludeByName", {}).get("Value"))
+    units = {
+        override["matcher"]["options"]: prop["value"]
+        for override in panel["fieldConfig"].get("overrides", [])
+        for prop in override["properties"]
+        if prop["id"] == "unit"
+    }
+    keys = sorted({key for labels, _, _ in cells for key in labels})
+    columns = [] if labels_only else [t.get("legendFormat", "") for t in panel["targets"]]
+    unit_of = {
+        target.get("legendFormat", ""): units.get(f"Value #{target['refId']}", "none")
+        for target in panel["targets"]
+    }
+    rows: dict[tuple[str, ...], dict[str, str]] = {}
+    for labels, column, value in cells:
+        row = rows.setdefault(tuple(labels.get(key, "") for key in keys), {})
+        if column in columns:
+            row[column] = _format(value, unit_of[column])
+    header = [_short(renamed.get(key, key)) for key in keys]
+    widths = [
+        max(len(text) for text in (name, *(row[i] for row in rows)))
+        for i, name in enumerate(header)
     ]
-    axes.text(0.01, 0.95, "\n".join(lines[:10]), va="top", family="monospace", fontsize=8)
+    width = max((len(column) for column in columns), default=0) + 3
+
+    def line(texts: tuple[str, ...] | list[str], values: list[str]) -> str:
+        left = "  ".join(f"{text:<{w}}" for text, w in zip(texts, widths, strict=True))
+        return left + "".join(f"{value:>{width}}" for value in values)
+
+    lines = [line(header, columns)]
+    lines += [line(key, [row.get(c, "") for c in columns]) for key, row in sorted(rows.items())]
+    axes.text(0.01, 0.95, "\n".join(lines[:12]), va="top", family="monospace", fontsize=9)
+
+
+def _short(label: str) -> str:
+    """A label name as a column header: ``retrymw_policy_max_delay`` → ``max_delay``."""
+    return label.removeprefix("retrymw_policy_").removeprefix("retrymw_")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,17 +261,19 @@ def main(argv: list[str] | None = None) -> int:
         print("prometheus not found: apt-get install prometheus", file=sys.stderr)
         return 1
     dashboard = harness.load_dashboard()
+    panels = harness.panels(dashboard)
     with (
         tempfile.TemporaryDirectory() as workdir,
         harness.incident_stack(binary, Path(workdir)) as live,
     ):
-        data = {panel["id"]: fetch(live, panel) for panel in harness.panels(dashboard)}
-    empty = [p["title"] for p in harness.panels(dashboard) if not data[p["id"]]]
+        data = {p["id"]: fetch(live, p) for p in panels if p["type"] != "table"}
+        tables = {p["id"]: fetch_cells(live, p) for p in panels if p["type"] == "table"}
+    empty = [p["title"] for p in panels if not (data.get(p["id"]) or tables.get(p["id"]))]
     if empty:
         print(f"no data for: {', '.join(empty)}", file=sys.stderr)
         return 1
-    render(dashboard, data, args.output)
-    print(f"wrote {args.output} ({len(data)} panels)")
+    render(dashboard, data, tables, args.output)
+    print(f"wrote {args.output} ({len(data) + len(tables)} panels)")
     return 0
 
 

@@ -866,13 +866,18 @@ def test_latency_histograms_carry_trace_exemplars(live):
         assert all(re.fullmatch(r"[0-9a-f]{32}", e["labels"]["trace_id"]) for e in exemplars)
 
 
-def test_preview_is_a_png():
-    """dashboards/preview.png is a PNG (regenerate it with python -m dashboards.render_preview)."""
+def test_preview_is_a_png_of_the_current_layout():
+    """dashboards/preview.png is a PNG drawn for today's grid: a panel added below or a row
+    grown since it was rendered changes its height (regenerate it with
+    python -m dashboards.render_preview)."""
+    from dashboards import render_preview
+
     data = (harness.ROOT / "dashboards" / "preview.png").read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert width >= 1200
     assert height >= 600
+    assert (width, height) == render_preview.size(DASHBOARD)
 
 
 # -- incidents: a brief periodic outage, a long outage, a brownout ---------------------------------
