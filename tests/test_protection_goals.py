@@ -111,9 +111,11 @@ def test_an_overload_is_not_made_worse(cost: float, share: float, offered: float
     served attempt.
 
     Short of the goal: with rejections costing 10% or 25% of a served attempt goodput falls
-    2% and 5% below no retries' (the throttle, k = 2, sheds nothing while more than half the
-    attempts succeed, and the budget's retries cost the dependency more than they recover);
-    with free rejections the budget lets offered load reach 1.203x (1 + 0.3 x 0.67 success).
+    2% and 5% below no retries'. Past capacity the dependency serves (capacity - c O) / (1 - c)
+    attempts a second for an offered load O, so with c > 0 only O below the demand beats no
+    retries; the budget funds retries from successes, and the throttle (k = 2) binds only
+    above O = 2 capacity / (1 + c), over the demand of 150/s unless c > 1/3. With free
+    rejections the budget lets offered load reach 1.203x (1 + 0.3 x 0.67 success).
     """
     baseline = run("overload 1.5x", "no retries", rejection_cost=cost)
     result = run("overload 1.5x", "+ budget + throttle", rejection_cost=cost)
@@ -121,6 +123,10 @@ def test_an_overload_is_not_made_worse(cost: float, share: float, offered: float
     assert result.recovered_in is not None
     assert result.recovered_in <= 10.0
     assert result.goodput >= share * baseline.goodput
+    for served in (baseline, result):  # the capacity law the shortfall comes from
+        load = 150 * served.amplification
+        law = 100.0 if load <= 100 else (100 - cost * load) / (1 - cost)
+        assert served.goodput == pytest.approx(law, rel=0.04)
     storm = run("overload 1.5x", "retries alone", rejection_cost=cost)
     assert storm.amplification > 2.0  # what the protection prevents
 
