@@ -943,7 +943,7 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         live = LiveStack(prometheus, endpoint, workload, start, end)
         # The workload has stopped: once a scrape has seen every call and every inbound
         # request, Prometheus is complete.
-        for metric in (names.CALLS.prometheus, names.INBOUND_REQUESTS.prometheus):
+        for metric in ("retrymw_calls_total", names.INBOUND_REQUESTS.prometheus):
             total = live.sample_sum(metric)
             prometheus.wait_until(
                 functools.partial(_scraped, prometheus, total, metric),
@@ -964,7 +964,7 @@ def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
 
 
 def _scraped(
-    prometheus: PrometheusServer, total: float, metric: str = names.CALLS.prometheus
+    prometheus: PrometheusServer, total: float, metric: str = "retrymw_calls_total"
 ) -> bool:
     result = prometheus.query(f"sum({metric})")
     return bool(result) and float(result[0]["value"][1]) >= total
