@@ -22,6 +22,7 @@ from .run import AttemptAdapter, CallRun
 from .runtime import for_target
 
 if TYPE_CHECKING:
+    from .._protect.budget import RetryBudget
     from ..stores import Store
 
 __all__ = ["Engine", "Plain"]
@@ -44,7 +45,7 @@ class Engine:
         "_budget_reported_at",
         "_clock",
         "_dispatch",
-        "_fund",
+        "_funded",
         "_plain",
         "_quiet",
         "_rng",
@@ -59,7 +60,7 @@ class Engine:
     _budget_reported_at: float
     _clock: Clock
     _dispatch: Dispatch
-    _fund: Callable[[], None] | None
+    _funded: RetryBudget | None
     _plain: Plain
     _quiet: tuple[Dispatch, Plain] | None
     _rng: Random

@@ -11,7 +11,6 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._protect.budget import RetryBudget
@@ -112,8 +111,8 @@ class Retrier(Engine):
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._budget: BudgetArg = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
         # The plain success path funds one budget without a lookup (a PerTarget needs the target).
-        self._fund: Callable[[], None] | None = (
-            self._budget.record_success if isinstance(self._budget, RetryBudget) else None
+        self._funded: RetryBudget | None = (
+            self._budget if isinstance(self._budget, RetryBudget) else None
         )
         self._throttle: ThrottleArg = throttle
         if instruments is None:
@@ -199,7 +198,7 @@ class Retrier(Engine):
         ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
         lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
         never retried: what is not callable, such as a coroutine object (``call(fetch())``),
-        as ``call`` is called; a generator function when it returns its generator, before its
+        before anything runs; a generator function when it returns its generator, before its
         body runs; a synchronous function (use `call_sync`) at its first return.
 
         Raises:
@@ -209,10 +208,8 @@ class Retrier(Engine):
             LoadShedError: the throttle shed an attempt (see `LoadShedError`).
             TypeError: ``fn`` cannot be retried by ``call`` (see above).
         """
-        if not callable(fn):
-            check_callable(fn, "retrier.call()")
         # The coroutine of `_call_async` itself, rather than a coroutine awaiting it: one frame
-        # less on every call.
+        # less on every call. Misuse is refused there, when it is awaited.
         return self._call_async(fn, args, kwargs, None)
 
     def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -266,37 +263,45 @@ class Retrier(Engine):
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        plain, quiet = self._plain, self._quiet
-        if quiet is not None and not self._dispatch.listening():
-            plain = quiet[1]
-        if plain is not None:
-            since = next_serial()  # what is marked after this was marked inside this call
-            started = self._clock.now() if plain else None
-            try:
-                awaitable = fn(*args, **kwargs)
-                if type(awaitable) is CoroutineType or inspect.isawaitable(awaitable):
-                    result = await awaitable
-                    fund = self._fund
-                    if fund is not None and started is None:
-                        fund()  # the common case, inline: nothing to report
-                    else:
-                        self._plain_success(plain, operation, fn, started)
-                    return result
-            except Exception as error:
-                first = error
-            else:
-                raise sync_result_error(fn, awaitable)  # never retried
-            # Outside the except block: the retries' exceptions must not carry the first one
-            # as their __context__ ("During handling of the above exception...").
+        quiet = self._quiet
+        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        if plain is None:
+            if not callable(fn):
+                check_callable(fn, "retrier.call()")
             return await self.execute_async(
-                async_attempt(fn, args, kwargs),
-                operation=operation or operation_name(fn),
-                first_error=first,
-                since=since,
-                started=started,
+                async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
+        since = next_serial()  # what is marked after this was marked inside this call
+        started = self._clock.now() if plain else None
+        awaitable: Any = _NOT_GIVEN
+        try:
+            awaitable = fn(*args, **kwargs)
+            result = await awaitable
+        except Exception as error:
+            first = error
+        else:
+            funded = self._funded
+            if funded is not None and started is None:
+                # The common case, inline: `record_success` without its frame, nothing to report.
+                funded._count_success()
+            else:
+                self._plain_success(plain, operation, fn, started)
+            return result  # type: ignore[no-any-return]
+        # Misuse is told apart only once something failed, off the success path: ``fn`` not
+        # callable, or what it returned not awaitable. Refused, never retried.
+        if isinstance(first, TypeError):
+            if not callable(fn):
+                check_callable(fn, "retrier.call()")
+            if awaitable is not _NOT_GIVEN and not inspect.isawaitable(awaitable):
+                raise sync_result_error(fn, awaitable) from None
+        # Outside the except block: the retries' exceptions must not carry the first one
+        # as their __context__ ("During handling of the above exception...").
         return await self.execute_async(
-            async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
+            async_attempt(fn, args, kwargs),
+            operation=operation or operation_name(fn),
+            first_error=first,
+            since=since,
+            started=started,
         )
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
@@ -340,9 +345,9 @@ class Retrier(Engine):
         started: float | None,
     ) -> None:
         """A call's bare first attempt succeeded: fund the budget and tell the instruments."""
-        fund = self._fund
-        if fund is not None:
-            fund()
+        funded = self._funded
+        if funded is not None:
+            funded.record_success()
         elif self._budget is not None:
             self._record_success(operation, fn)
         if started is not None:

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -143,6 +144,7 @@ class RetryBudget:
         "_balance",
         "_burst",
         "_clock",
+        "_count_success",
         "_credit",
         "_denied",
         "_epoch",
@@ -191,6 +193,9 @@ class RetryBudget:
         self._acquired = 0
         self._denied = 0
         self._share: Any = None  # a fleet's share (retrymw.fleet), deciding instead of the bucket
+        # What `record_success` does, as a callable the plain success path calls without a Python
+        # frame: the counter's own step while no fleet shares the budget.
+        self._count_success: Callable[[], object] = self._successes.__next__
         self._slot_width = self._window / _SLOTS
         self._slots = [0.0] * _RING
         self._in_window = 0.0
@@ -216,9 +221,11 @@ class RetryBudget:
 
     def record_success(self) -> None:
         """Deposit for one call that ended in success. Lock-free: one atomic counter step."""
+        self._count_success()
+
+    def _count_shared_success(self) -> None:
         next(self._successes)
-        if self._share is not None:
-            self._share.record_success()
+        self._share.record_success()
 
     def share_with(self, share: Any, /) -> None:
         """Spend a fleet's leased tokens from now on (`retrymw.fleet`); ``None``: locally again.
@@ -227,6 +234,9 @@ class RetryBudget:
         non-blocking.
         """
         self._share = share
+        self._count_success = (
+            self._successes.__next__ if share is None else self._count_shared_success
+        )
 
     def try_acquire(self) -> bool:
         """Take one token for a retry; ``False`` means the retry is denied (``throttled``)."""
