@@ -35,12 +35,14 @@ _PROTOCOL_VERSIONS = {"HTTP/1.1": "1.1", "HTTP/2": "2", "HTTP/1.0": "1.0", "HTTP
 
 
 def _http_request(request: object) -> Any:
-    """``request`` if it is an ``httpx.Request`` (httpx is never imported here)."""
+    """``request`` if it is an ``httpx.Request`` or an ``httpx2.Request`` (neither is imported
+    here: a request of a library that was never imported cannot exist)."""
     if request is None:
         return None
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(request, httpx.Request):
-        return request
+    for library in ("httpx", "httpx2"):
+        module = sys.modules.get(library)
+        if module is not None and isinstance(request, module.Request):
+            return request
     return None
 
 

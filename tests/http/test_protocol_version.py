@@ -121,6 +121,34 @@ def test_sync_transport_carries_it_too(otel: Otel, server: FlakyServer, clock: F
     assert {point.attributes.get(VERSION) for point in otel.duration_points()} == {"1.1"}
 
 
+async def test_httpx2_attempts_get_the_same_client_spans_and_metric(
+    otel: Otel, server: FlakyServer, clock: FakeClock
+) -> None:
+    """httpx2's requests are HTTP requests to the instrument too: a CLIENT span per attempt
+    with the semantic-convention attributes, and a duration point per attempt."""
+    import httpx2
+
+    from retrymw.httpx2 import AsyncRetryTransport as AsyncRetryTransport2
+
+    url = server.script(503, 200)
+    transport = AsyncRetryTransport2(
+        policy=RetryPolicy(name="p", attempts=2), instruments=[otel.instrument], clock=clock
+    )
+    async with httpx2.AsyncClient(transport=transport) as client:
+        assert (await client.get(url)).status_code == 200
+    spans = otel.attempt_spans()
+    assert [span.name for span in spans] == ["GET", "GET"]
+    assert [(span.attributes or {}).get(names.ATTR_HTTP_STATUS_CODE) for span in spans] == [
+        503,
+        200,
+    ]
+    assert [(span.attributes or {}).get(VERSION) for span in spans] == ["1.1", "1.1"]
+    statuses = sorted(
+        point.attributes.get(names.ATTR_HTTP_STATUS_CODE) for point in otel.duration_points()
+    )
+    assert statuses == [200, 503]
+
+
 async def test_attempt_finished_carries_the_response(server: FlakyServer, clock: FakeClock) -> None:
     """`AttemptFinished.result` is the attempt's response, and ``None`` for an attempt that
     raised, so any instrument can read the protocol version from it."""
