@@ -15,7 +15,7 @@ import anyio
 
 from .callables import Refused
 from .clock import Clock, waits_disabled
-from .instruments import Dispatch, Hook
+from .instruments import NO_SCOPES, Dispatch, Hook
 from .policy import RetryPolicy
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
@@ -198,10 +198,11 @@ class Engine:
                     scopes = run.sleep_scopes
                     if not waits_disabled():
                         await sleep(max(delay, 0.0))
-                    scopes.exit()
+                    if scopes is not NO_SCOPES:
+                        scopes.exit()
                 if not run.start_attempt():
                     break
-                limit = run.attempt_limit()
+                limit = run.policy.timeout if run.policy.deadline is None else run.attempt_limit()
                 try:
                     if limit is None:
                         result = await attempt()
@@ -258,7 +259,8 @@ class Engine:
                     scopes = run.sleep_scopes
                     if not waits_disabled():
                         sleep(max(delay, 0.0))
-                    scopes.exit()
+                    if scopes is not NO_SCOPES:
+                        scopes.exit()
                 if not run.start_attempt():
                     break
                 try:

@@ -180,7 +180,7 @@ PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
 
 # retrymw's own errors are left out too: an outer retrier must not retry what an inner one
 # already gave up on (RetryBudgetExhausted, CircuitOpenError, ConfigError).
-_NOT_RETRIED_BY_DEFAULT: tuple[type[Exception], ...] = (RetrymwError, *PROGRAMMING_ERRORS)
+NOT_RETRIED_BY_DEFAULT: tuple[type[Exception], ...] = (RetrymwError, *PROGRAMMING_ERRORS)
 
 
 def retryable_by_default(exception: BaseException | None) -> bool:
@@ -189,7 +189,7 @@ def retryable_by_default(exception: BaseException | None) -> bool:
     True for every `Exception` except retrymw's own errors and `PROGRAMMING_ERRORS`, which
     retrying cannot fix; ``None`` (a returned value) is never retried.
     """
-    return exception is not None and not isinstance(exception, _NOT_RETRIED_BY_DEFAULT)
+    return exception is not None and not isinstance(exception, NOT_RETRIED_BY_DEFAULT)
 
 
 def status_of(value: object) -> int | None:

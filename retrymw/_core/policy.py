@@ -19,7 +19,7 @@ from .backoff import (
 from .durations import parse_duration
 from .errors import CircuitOpenError, ConfigError
 from .events import Outcome, RetryReason
-from .matchers import Matcher, compile_matcher, retryable_by_default
+from .matchers import NOT_RETRIED_BY_DEFAULT, Matcher, compile_matcher, retryable_by_default
 
 __all__ = ["Accept", "CallState", "GiveUp", "Retry", "RetryPolicy"]
 
@@ -213,7 +213,12 @@ class RetryPolicy:
         ``state`` describes the call so far (``state.attempt`` is the attempt that produced
         ``outcome``); ``now`` is the clock's monotonic time.
         """
-        if not self.matches(outcome):
+        retry_on = self.retry_on
+        if retry_on is None:  # `matches` inlined: this runs after every failed attempt
+            exception = outcome.exception
+            if exception is None or isinstance(exception, NOT_RETRIED_BY_DEFAULT):
+                return ACCEPT
+        elif not self.matches(outcome):
             return ACCEPT
         if outcome.veto is not None:
             return GiveUp(outcome.veto)

@@ -293,7 +293,8 @@ class CallRun:
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
         self._emit_finished(error)
-        self.call_scopes.exit()
+        if self.call_scopes is not NO_SCOPES:
+            self.call_scopes.exit()
         final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
         if final:
             mark_final(self.result if error is None else error)
