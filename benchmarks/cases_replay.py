@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -92,7 +93,9 @@ def _prometheus_replay() -> Prepared:
     call_duration = make(names.CALL_DURATION).labels(POLICY, target, "success")
     call_attempts = make(names.CALL_ATTEMPTS).labels(POLICY, target, "success")
     attempts = make(names.ATTEMPTS).labels(POLICY, target, "success", "")
-    attempt_duration = make(names.ATTEMPT_DURATION).labels(POLICY, target, "success")
+    # 0.x's label set (issue 18 added error_type): the same observation, the frozen labels.
+    frozen = replace(names.ATTEMPT_DURATION, labels=names.ATTEMPT_DURATION.labels[:3])
+    attempt_duration = make(frozen).labels(POLICY, target, "success")
     exemplar = _exemplar_reader()
     budget = RetryBudget()
     monotonic = time.monotonic

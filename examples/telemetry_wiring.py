@@ -32,7 +32,8 @@ async def main() -> None:
     async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
         await client.get(upstream_url())
     for line in generate_latest(registry).decode().splitlines():
-        if line.startswith("retrymw_") and "_total{" in line and not line.endswith(" 0.0"):
+        counted = "_count{" in line or "_total{" in line  # histograms' _count count calls
+        if line.startswith("retrymw_") and counted and not line.endswith(" 0.0"):
             print(line)
     for span in spans.get_finished_spans():  # children end first, the call span last
         print(f"span {span.name!r} {dict(span.attributes or {})}")

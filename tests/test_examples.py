@@ -22,7 +22,10 @@ EXPECTED = {
     "httpx_sync_client.py": ["-> 200 after 2 attempt(s)"],
     "decorate_coroutine.py": ["fetch_json -> {'ok': True}"],
     "config_policies.py": ["search: 200 after 2", "reports: 200 after 2", "payments: 200"],
-    "telemetry_wiring.py": ['retrymw_calls_total{retrymw_outcome="success"', "'retrymw GET'"],
+    "telemetry_wiring.py": [
+        'retrymw_call_duration_seconds_count{retrymw_outcome="success"',
+        "'retrymw GET'",
+    ],
     "per_request_overrides.py": ["named policy: 200 after 2", "no retries: 503 after 1"],
     "layers_starlette.py": ["orders: 200 after 1 attempt(s)", "inbound first: 3.0"],
     "layers_flask.py": ["invoices: 200", "inbound first: 2.0", "inbound retry: 1.0"],

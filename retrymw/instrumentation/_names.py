@@ -15,8 +15,9 @@ by `prometheus_name`:
    (``{call}``) are dropped, which is why every dimensionless instrument uses one;
 3. monotonic counters get ``_total``.
 
-So ``retrymw.calls`` (counter, ``{call}``) exports as ``retrymw_calls_total`` and
-``retrymw.call.duration`` (histogram, ``s``) as ``retrymw_call_duration_seconds``. Attribute keys
+So ``retrymw.retries.denied`` (counter, ``{retry}``) exports as
+``retrymw_retries_denied_total`` and ``retrymw.call.duration`` (histogram, ``s``) as
+``retrymw_call_duration_seconds``. Attribute keys
 translate the same way (``retrymw.policy`` → ``retrymw_policy``, ``error.type`` →
 ``error_type``), which is why the Prometheus label names are the attribute keys with dots
 replaced. The unit ``"1"`` is avoided on purpose: translators disagree on it (``_ratio``).
@@ -119,21 +120,15 @@ class MetricSpec:
 
 _CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
 
-CALLS = MetricSpec(
-    "retrymw_calls_total",
-    "retrymw.calls",
-    "counter",
-    "{call}",
-    _CALL_LABELS,
-    "Logical calls by final outcome.",
-)
+# Calls and attempts are counted by the duration histograms' ``_count`` (issue 18): a counter
+# beside each histogram recorded every event twice. DESIGN §6 allows this trim.
 CALL_DURATION = MetricSpec(
     "retrymw_call_duration_seconds",
     "retrymw.call.duration",
     "histogram",
     "s",
     _CALL_LABELS,
-    "Duration of logical calls, every attempt and backoff included.",
+    "Duration of logical calls, every attempt and backoff included; its _count counts calls.",
     CALL_DURATION_BUCKETS,
 )
 CALL_ATTEMPTS = MetricSpec(
@@ -145,21 +140,14 @@ CALL_ATTEMPTS = MetricSpec(
     "Attempts made per logical call (0 when the circuit rejected it).",
     CALL_ATTEMPTS_BUCKETS,
 )
-ATTEMPTS = MetricSpec(
-    "retrymw_attempts_total",
-    "retrymw.attempts",
-    "counter",
-    "{attempt}",
-    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
-    "Attempts by outcome (success, retried, failed) and error type (empty on success).",
-)
 ATTEMPT_DURATION = MetricSpec(
     "retrymw_attempt_duration_seconds",
     "retrymw.attempt.duration",
     "histogram",
     "s",
-    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME),
-    "Duration of single attempts.",
+    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
+    "Duration of single attempts, by outcome (success, retried, failed) and error type (empty "
+    "on success); its _count counts attempts.",
     ATTEMPT_DURATION_BUCKETS,
 )
 BACKOFF_DURATION = MetricSpec(
@@ -209,12 +197,10 @@ CIRCUIT_TRANSITIONS = MetricSpec(
     "Circuit breaker transitions.",
 )
 
-#: The ten metrics of DESIGN §6, in its order.
+#: The eight metrics of DESIGN §6, in its order.
 METRICS: tuple[MetricSpec, ...] = (
-    CALLS,
     CALL_DURATION,
     CALL_ATTEMPTS,
-    ATTEMPTS,
     ATTEMPT_DURATION,
     BACKOFF_DURATION,
     RETRIES_DENIED,
@@ -223,9 +209,55 @@ METRICS: tuple[MetricSpec, ...] = (
     CIRCUIT_TRANSITIONS,
 )
 
+# -- retired counters (issue 18). No instrument creates them: they duplicated the duration
+# histograms' ``_count``, which has the same labels (attempts: ``error_type`` moved onto the
+# histogram). Kept so that the migration note is generated from them and so that the
+# benchmarks' frozen replay of 0.x's primitives still has their names.
+
+CALLS = MetricSpec(
+    "retrymw_calls_total",
+    "retrymw.calls",
+    "counter",
+    "{call}",
+    _CALL_LABELS,
+    "Logical calls by final outcome.",
+)
+ATTEMPTS = MetricSpec(
+    "retrymw_attempts_total",
+    "retrymw.attempts",
+    "counter",
+    "{attempt}",
+    (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
+    "Attempts by outcome (success, retried, failed) and error type (empty on success).",
+)
+
+#: Each retired counter and the histogram whose ``_count`` replaces it, with the same labels.
+RETIRED: tuple[tuple[MetricSpec, MetricSpec], ...] = (
+    (CALLS, CALL_DURATION),
+    (ATTEMPTS, ATTEMPT_DURATION),
+)
+
+
+def count_of(histogram: MetricSpec) -> str:
+    """The ``_count`` series of a histogram: how dashboards and rules count its events.
+
+    Args:
+        histogram: a histogram of the contract, e.g. `CALL_DURATION`.
+
+    Returns:
+        Its Prometheus ``_count`` name, e.g. ``retrymw_call_duration_seconds_count``.
+    """
+    if histogram.kind != "histogram":
+        raise ValueError(
+            f"count_of: {histogram.prometheus!r} is a {histogram.kind}; pass a histogram, "
+            "e.g. CALL_DURATION"
+        )
+    return histogram.prometheus + "_count"
+
+
 # -- saturation gauges and the policy info metric (DESIGN §6: "what an operator needs to see
 # saturation coming"). Exported from the moment a `Retrier` announces the object (`Attached`),
-# read live from its ``statistics()``. Not in `METRICS`, which is DESIGN's table of ten.
+# read live from its ``statistics()``. Not in `METRICS`, which is DESIGN's table.
 
 RETRY_BUDGET_CAPACITY = MetricSpec(
     "retrymw_retry_budget_capacity",
@@ -280,7 +312,7 @@ POLICY_INFO = MetricSpec(
     multiprocess_mode="livemax",
 )
 
-#: The gauges exported live for announced objects, beyond DESIGN's ten.
+#: The gauges exported live for announced objects, beyond DESIGN's table.
 LIVE_GAUGES: tuple[MetricSpec, ...] = (
     RETRY_BUDGET_CAPACITY,
     THROTTLE_REJECT_PROBABILITY,
@@ -382,12 +414,12 @@ def prometheus_name(otel_name: str, unit: str, kind: Kind) -> str:
     """Translate an OTel instrument to its Prometheus name, as the OTel exporters do.
 
     Args:
-        otel_name: the instrument name, e.g. ``retrymw.calls``.
+        otel_name: the instrument name, e.g. ``retrymw.retries.denied``.
         unit: its unit; annotations in braces add no suffix.
         kind: ``counter`` adds ``_total``.
 
     Returns:
-        The exported metric name, e.g. ``retrymw_calls_total``.
+        The exported metric name, e.g. ``retrymw_retries_denied_total``.
     """
     name = _INVALID.sub("_", otel_name)
     unit = re.sub(r"\{[^}]*\}", "", unit)

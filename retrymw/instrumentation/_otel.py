@@ -1,4 +1,4 @@
-"""`OpenTelemetryInstrument`: DESIGN §6's span tree and the ten metrics, on opentelemetry-api only.
+"""`OpenTelemetryInstrument`: DESIGN §6's span tree and metrics, on opentelemetry-api only.
 
 Importing this module needs opentelemetry-api (the ``otel`` extra); the package namespace
 imports it only when `OpenTelemetryInstrument` is first asked for.
@@ -72,8 +72,10 @@ class OpenTelemetryInstrument(Instrument):
     transport (``GET``, with ``http.request.resend_count`` on resends and a redacted
     ``url.full``) or an INTERNAL ``retrymw.attempt {operation}`` span for coroutines; an INTERNAL
     ``retrymw.backoff`` span per sleep; ``retrymw.retry.denied`` and
-    ``retrymw.circuit.state_change`` events on the call span. The metrics are the ten of
-    `PrometheusInstrument`, named so that OTel's Prometheus translation yields the same names.
+    ``retrymw.circuit.state_change`` events on the call span. The metrics are those of
+    `PrometheusInstrument`, named so that OTel's Prometheus translation yields the same names;
+    calls and attempts are counted by the duration histograms' counts (two records per attempt
+    and call would double the cost of the same number).
 
     For HTTP, each attempt's W3C trace context is injected into the request headers, so the
     server sees the attempt span as its parent. Its context also carries OpenTelemetry's
@@ -106,10 +108,8 @@ class OpenTelemetryInstrument(Instrument):
         meter = metrics.get_meter(
             names.SCOPE, _VERSION, meter_provider, schema_url=names.SCHEMA_URL
         )
-        self._calls = meter.create_counter(*_args(names.CALLS))
         self._call_duration = _histogram(meter, names.CALL_DURATION)
         self._call_attempts = _histogram(meter, names.CALL_ATTEMPTS)
-        self._attempts = meter.create_counter(*_args(names.ATTEMPTS))
         self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
         self._backoff = _histogram(meter, names.BACKOFF_DURATION)
         self._denied = meter.create_counter(*_args(names.RETRIES_DENIED))
@@ -263,16 +263,14 @@ class OpenTelemetryInstrument(Instrument):
         return _Scope(span, context, self._attempt, http=True)
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
-        """Record the attempt's metrics, and its outcome on the attempt span."""
+        """Record the attempt's duration (its count counts attempts), and its outcome on the
+        attempt span."""
         if self._meters():
             base = self._labels(event.policy, event.target)
-            self._attempt_duration.record(
-                event.duration, {**base, names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome}
-            )
-            if event.error_type is not None:
-                base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
             base[names.ATTR_ATTEMPT_OUTCOME] = event.attempt_outcome
-            self._attempts.add(1, base)
+            if event.error_type is not None:  # absent on success, as the semconv asks
+                base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
+            self._attempt_duration.record(event.duration, base)
             http = self._http_attributes.get()
             if http is not None:
                 self._http_attributes.set(None)
@@ -387,13 +385,13 @@ class OpenTelemetryInstrument(Instrument):
             )
 
     def call_finished(self, event: CallFinished, /) -> None:
-        """Record the call's metrics, and its outcome and status on the call span."""
+        """Record the call's duration (its count counts calls) and attempts, and its outcome
+        and status on the call span."""
         if self._meters():
             attributes = self._labels(event.policy, event.target)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
             attributes[names.ATTR_OUTCOME] = event.outcome
-            self._calls.add(1, attributes)
             self._call_duration.record(event.duration, attributes)
             self._call_attempts.record(event.attempts, attributes)
         scope = self._call.get()

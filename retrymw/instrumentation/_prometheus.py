@@ -46,10 +46,8 @@ class _Metrics:
     """The collectors of one registry, their cached label children and the label caps."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.calls = create(registry, names.CALLS)
         self.call_duration = create(registry, names.CALL_DURATION)
         self.call_attempts = create(registry, names.CALL_ATTEMPTS)
-        self.attempts = create(registry, names.ATTEMPTS)
         self.attempt_duration = create(registry, names.ATTEMPT_DURATION)
         self.backoff = create(registry, names.BACKOFF_DURATION)
         self.denied = create(registry, names.RETRIES_DENIED)
@@ -67,10 +65,11 @@ class _Metrics:
         # Children by raw label values. `labels()` takes a lock and converts every value (about
         # 3 µs); a dict hit is ~50 ns. Only admitted (uncapped) values are ever keys, so the
         # caches stay as bounded as the series.
-        self.call_children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
-        self.attempt_children: dict[tuple[str, str, str, str | None], tuple[Any, Any]] = {}
+        self.call_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self.attempt_children: dict[tuple[str, str, str, str | None], Any] = {}
         self.backoff_children: dict[tuple[str, str], Any] = {}
-        # A first-attempt success's five children (attempt's two, then the call's three).
+        # A first-attempt success's three children: the attempt's duration, then the call's
+        # duration and attempts.
         self.success_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.budget_children: dict[tuple[str, str], Any] = {}
         self.denied_children: dict[tuple[str, str, str], Any] = {}
@@ -98,15 +97,21 @@ class _Metrics:
 
     def precreate(self, policy: str, target: str) -> None:
         """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
-        metrics", so that ratios and ``rate() > 0`` alerts have a series from the start)."""
+        metrics", so that ratios and ``rate() > 0`` alerts have a series from the start).
+
+        Calls and attempts are counted by the duration histograms' ``_count``: the call
+        histogram exists for every outcome, the attempt histogram for a success (no error
+        type), so that ``increase()`` sees a target's first call, first success and first
+        failure alike.
+        """
         if (policy, target) in self.pairs:
             return
         self.pairs.add((policy, target))
         for outcome in names.OUTCOMES:
-            self.calls.labels(policy, target, outcome)
+            self.call_duration.labels(policy, target, outcome)
         for reason in names.REASONS:
             self.denied.labels(policy, target, reason)
-        self.attempts.labels(policy, target, "success", "")
+        self.attempt_duration.labels(policy, target, "success", "")
         if target:
             for ref in self.shared.get(policy, ()):
                 subject = ref()
@@ -245,11 +250,10 @@ class _Metrics:
                 self.policy_info.remove(policy.name, *previous)
         self.policy_info.labels(policy.name, *values).set(1)
 
-    def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any, Any]:
+    def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any]:
         target = self.target(raw_target)
         self.precreate(policy, target)
         children = (
-            self.calls.labels(policy, target, outcome),
             self.call_duration.labels(policy, target, outcome),
             self.call_attempts.labels(policy, target, outcome),
         )
@@ -257,23 +261,19 @@ class _Metrics:
             self.call_children[policy, target, outcome] = children
         return children
 
-    def attempt(
-        self, policy: str, raw_target: str, outcome: str, raw_error: str | None
-    ) -> tuple[Any, Any]:
+    def attempt(self, policy: str, raw_target: str, outcome: str, raw_error: str | None) -> Any:
         target = self.target(raw_target)
         error_type = "" if raw_error is None else self.error_type(raw_error)
         self.precreate(policy, target)
-        children = (
-            self.attempts.labels(policy, target, outcome, error_type),
-            self.attempt_duration.labels(policy, target, outcome),
-        )
+        child = self.attempt_duration.labels(policy, target, outcome, error_type)
         if target == raw_target and error_type == (raw_error or ""):
-            self.attempt_children[policy, target, outcome, raw_error] = children
-        return children
+            self.attempt_children[policy, target, outcome, raw_error] = child
+        return child
 
-    def success(self, policy: str, raw_target: str) -> tuple[Any, ...]:
-        children = self.attempt(policy, raw_target, "success", None) + self.call(
-            policy, raw_target, "success"
+    def success(self, policy: str, raw_target: str) -> tuple[Any, Any, Any]:
+        children = (
+            self.attempt(policy, raw_target, "success", None),
+            *self.call(policy, raw_target, "success"),
         )
         if self.target(raw_target) == raw_target:
             self.success_children[policy, raw_target] = children
@@ -334,7 +334,9 @@ class PrometheusInstrument(Instrument):
     The latency histograms (call, attempt and backoff durations) carry a
     ``trace_id``/``span_id`` exemplar when a sampled OpenTelemetry span is current (visible in
     the OpenMetrics exposition that Prometheus scrapes by default), at most one per bucket per
-    second (Prometheus keeps only a bucket's latest); counters carry none.
+    second (Prometheus keeps only a bucket's latest); counters carry none. Calls and attempts
+    are counted by the duration histograms' ``_count`` (``retrymw_call_duration_seconds_count``,
+    ``retrymw_attempt_duration_seconds_count``), which exist from a target's first call.
     ``retrymw_target`` keeps its first 100 values per registry and reports later ones as
     ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
 
@@ -364,14 +366,13 @@ class PrometheusInstrument(Instrument):
         self._metrics.attach(event.policy, event.target, event.subject)
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
-        """Count the attempt and observe its duration."""
+        """Observe the attempt's duration (its ``_count`` counts the attempt)."""
         metrics = self._metrics
         key = (event.policy, event.target, event.attempt_outcome, event.error_type)
-        children = metrics.attempt_children.get(key)
-        if children is None:
-            children = metrics.attempt(*key)
-        children[0].inc(1)  # exemplars go on the latency histograms only (DESIGN §6)
-        _observe(children[1], names.ATTEMPT_DURATION_BUCKETS, event.duration, _exemplar())
+        child = metrics.attempt_children.get(key)
+        if child is None:
+            child = metrics.attempt(*key)
+        _observe(child, names.ATTEMPT_DURATION_BUCKETS, event.duration, _exemplar())
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Observe the backoff delay and the budget's tokens."""
@@ -394,15 +395,14 @@ class PrometheusInstrument(Instrument):
             self._budget(event.policy, event.target, event.budget_available)
 
     def call_finished(self, event: CallFinished, /) -> None:
-        """Count the call and observe its duration and attempts."""
+        """Observe the call's duration (its ``_count`` counts the call) and attempts."""
         metrics = self._metrics
         key = (event.policy, event.target, event.outcome)
         children = metrics.call_children.get(key)
         if children is None:
             children = metrics.call(*key)
-        children[0].inc(1)
-        _observe(children[1], names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
-        children[2].observe(event.attempts)
+        _observe(children[0], names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
+        children[1].observe(event.attempts)  # exemplars go on the latency histograms only
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:
@@ -415,19 +415,18 @@ class PrometheusInstrument(Instrument):
     ) -> None:
         """What `attempt_finished` and `call_finished` record for a call that succeeded at once.
 
-        The fast path of a call whose first attempt succeeded: the same series and values,
-        with the exemplar read once.
+        The fast path of a call whose first attempt succeeded: the same series and values
+        (three observations: the attempt's and the call's durations, one attempt), with the
+        exemplar read once.
         """
         metrics = self._metrics
         children = metrics.success_children.get((policy, target))
         if children is None:
             children = metrics.success(policy, target)
         exemplar = _exemplar()
-        children[0].inc(1)
-        _observe(children[1], names.ATTEMPT_DURATION_BUCKETS, duration, exemplar)
-        children[2].inc(1)
-        _observe(children[3], names.CALL_DURATION_BUCKETS, duration, exemplar)
-        children[4].observe(1)
+        _observe(children[0], names.ATTEMPT_DURATION_BUCKETS, duration, exemplar)
+        _observe(children[1], names.CALL_DURATION_BUCKETS, duration, exemplar)
+        children[2].observe(1)
         if budget_available is not None:
             self._budget(policy, target, budget_available)
         if metrics.multiprocess:

@@ -109,12 +109,12 @@ def demo_process(request: pytest.FixtureRequest) -> Iterator[tuple[subprocess.Po
 
 
 def _scrape(url: str, tries: int = 40) -> str:
-    """GET /metrics until the call counters show up (bounded)."""
+    """GET /metrics until the call counts show up (bounded)."""
     text = ""
     for _ in range(tries):
         with urllib.request.urlopen(url, timeout=5) as response:
             text = str(response.read().decode())
-        if "retrymw_calls_total{" in text:
+        if "retrymw_call_duration_seconds_count{" in text:
             return text
         threading.Event().wait(0.25)
     return text
@@ -128,12 +128,16 @@ def _scrape(url: str, tries: int = 40) -> str:
 def test_demo_serves_metrics_while_it_runs_and_ends_with_a_summary(
     demo_process: tuple[subprocess.Popen[str], _Lines],
 ) -> None:
-    """The demo prints its /metrics URL, serves retrymw_calls_total, and ends with the summary."""
+    """The demo prints its /metrics URL, serves the call and attempt counts (the duration
+    histograms' ``_count``; the retired counters are gone), and ends with the summary."""
     process, lines = demo_process
     url = lines.wait_for(r"^metrics: (http://127\.0\.0\.1:\d+/metrics)$").group(1)
     metrics = _scrape(url)
-    assert re.search(r'^retrymw_calls_total\{.*retrymw_policy="demo"', metrics, re.MULTILINE)
-    assert "retrymw_attempts_total{" in metrics
+    calls = r'^retrymw_call_duration_seconds_count\{.*retrymw_policy="demo"'
+    assert re.search(calls, metrics, re.MULTILINE)
+    assert "retrymw_attempt_duration_seconds_count{" in metrics
+    assert "retrymw_calls_total" not in metrics
+    assert "retrymw_attempts_total" not in metrics
     output = lines.rest()
     assert process.wait(timeout=WAIT) == 0
     for row in ("calls", "attempts", "amplification", "outcomes", "breaker", "latency"):

@@ -100,7 +100,7 @@ def test_demo_exports_metrics_and_spans_over_otlp(
     metrics = [body for path, _, body in posts if path == "/v1/metrics"]
     assert metrics, [path for path, _, _ in posts]
     assert all(metrics)  # non-empty bodies
-    assert {names.CALLS.otel, names.HTTP_CLIENT_REQUEST_DURATION} <= _metric_names(metrics)
+    assert {names.CALL_DURATION.otel, names.HTTP_CLIENT_REQUEST_DURATION} <= _metric_names(metrics)
     assert any(path == "/v1/traces" and body for path, _, body in posts)
     # The credentials of the endpoint reached the collector as HTTP basic auth, nowhere else.
     assert {auth for _, auth, _ in posts} == {"Basic ZGVtbzpzM2NyZXQ="}

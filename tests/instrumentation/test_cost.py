@@ -1,5 +1,9 @@
 """Issue 18: telemetry that costs what it emits. What is and is not emitted in each case.
 
+- calls and attempts are counted by the duration histograms' ``_count``: no
+  ``retrymw_calls_total`` or ``retrymw_attempts_total`` (OTel ``retrymw.calls``,
+  ``retrymw.attempts``) is recorded, and a first-attempt success is three observations;
+
 - a call that was not retried is one span (no attempt span), HTTP keeps its CLIENT span;
 - a retried call has a span per attempt (the first one written when it is retried);
 - backoff waits are ``retrymw.backoff`` events on the call span, never spans;
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -20,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from retrymw import RetryPolicy
+from retrymw import CircuitOpenError, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport
 from retrymw.instrumentation import OpenTelemetryInstrument
 from retrymw.instrumentation import _names as names
@@ -201,9 +206,12 @@ async def test_exemplars_follow_the_current_span(clock: FakeClock) -> None:
             await retrier(clock, [PrometheusInstrument(registry)]).call(_flaky(1))
         text = generate_latest(registry).decode()  # type: ignore[no-untyped-call]
         ids = {part.split('"', 1)[0] for part in text.split('trace_id="')[1:]}
-        assert "retrymw_calls_total" not in {
-            line.split("{", 1)[0] for line in text.splitlines() if " # {" in line
-        }  # counters carry no exemplar
+        carriers = {line.split("{", 1)[0] for line in text.splitlines() if " # {" in line}
+        assert carriers <= {  # the latency histograms only: no counter, not the attempts
+            "retrymw_call_duration_seconds_bucket",
+            "retrymw_attempt_duration_seconds_bucket",
+            "retrymw_backoff_duration_seconds_bucket",
+        }
         seen.append(ids)
         if span.get_span_context().trace_flags.sampled:
             assert ids == {format(span.get_span_context().trace_id, "032x")}
@@ -211,3 +219,161 @@ async def test_exemplars_follow_the_current_span(clock: FakeClock) -> None:
     assert seen[0] != seen[1]
     provider.shutdown()
     unsampled.shutdown()
+
+
+# -- metric records: calls and attempts are counted by the duration histograms (no counters) ----
+
+Record = tuple[str, tuple[str, ...], Any]
+
+
+@pytest.fixture
+def records(monkeypatch: pytest.MonkeyPatch) -> list[Record]:
+    """Every prometheus_client histogram observation and counter increment, in order:
+    (metric, label values, value)."""
+    from prometheus_client import Counter, Histogram
+
+    made: list[Record] = []
+
+    def recording(kind: Any, method: str) -> None:
+        original = getattr(kind, method)
+
+        def record(self: Any, value: float = 1, exemplar: Any = None) -> None:
+            made.append((self._name, tuple(self._labelvalues), value))
+            original(self, value, exemplar)
+
+        monkeypatch.setattr(kind, method, record)
+
+    recording(Histogram, "observe")
+    recording(Counter, "inc")
+    return made
+
+
+def _breaker(clock: FakeClock) -> Any:
+    from retrymw import CircuitBreaker
+
+    return CircuitBreaker(name="db", failure_threshold=1, recovery_timeout="30s", clock=clock)
+
+
+def _attempt(outcome: str, error: str = "") -> Record:
+    return ("retrymw_attempt_duration_seconds", (POLICY, "fetch", outcome, error), ANY)
+
+
+def _call(outcome: str, attempts: int) -> list[Record]:
+    return [
+        ("retrymw_call_duration_seconds", (POLICY, "fetch", outcome), ANY),
+        ("retrymw_call_attempts", (POLICY, "fetch", outcome), attempts),
+    ]
+
+
+_BACKOFF: Record = ("retrymw_backoff_duration_seconds", (POLICY, "fetch"), ANY)
+_RETRIED = _attempt("retried", "ConnectionError")
+
+#: What each case records through `PrometheusInstrument`, in order.
+_PROMETHEUS_RECORDS: dict[str, list[Record]] = {
+    # The metrics-only fast path: three observations, no counter.
+    "success at once": [_attempt("success"), *_call("success", 1)],
+    "retried success": [
+        *(_RETRIED, _BACKOFF) * 2,
+        _attempt("success"),
+        *_call("success", 3),
+    ],
+    "exhausted": [
+        *(_RETRIED, _BACKOFF) * 2,
+        _attempt("failed", "ConnectionError"),
+        ("retrymw_retries_denied", (POLICY, "fetch", "max_attempts"), 1),
+        *_call("exhausted", 3),
+    ],
+    # Refused before any attempt: the call alone, with 0 attempts.
+    "circuit-open refusal": _call("circuit_open", 0),
+}
+
+
+async def _run_case(case: str, clock: FakeClock, instruments: list[Any], between: Any) -> None:
+    """Run one case; ``between()`` is called just before the call whose records count."""
+    if case == "circuit-open refusal":
+        runner = retrier(clock, instruments, breaker=_breaker(clock))
+        with pytest.raises(ConnectionError):
+            await runner.call(_flaky(99))  # opens the circuit
+        between()
+        with pytest.raises(CircuitOpenError):
+            await runner.call(_flaky(0))
+        return
+    runner = retrier(clock, instruments)
+    between()
+    if case == "exhausted":
+        with pytest.raises(ConnectionError):
+            await runner.call(_flaky(5))
+    else:
+        assert await runner.call(_flaky(2 if case == "retried success" else 0)) == "ok"
+
+
+@pytest.mark.parametrize("case", list(_PROMETHEUS_RECORDS))
+async def test_prometheus_records_exactly_these_observations(
+    case: str, records: list[Record], clock: FakeClock
+) -> None:
+    """Calls and attempts are counted by the duration histograms' ``_count``: neither counter
+    (``retrymw_calls_total``, ``retrymw_attempts_total``) is incremented, nor exported."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from retrymw.instrumentation import PrometheusInstrument
+
+    registry = CollectorRegistry()
+    await _run_case(case, clock, [PrometheusInstrument(registry)], records.clear)
+    assert records == _PROMETHEUS_RECORDS[case]
+    exposition = generate_latest(registry).decode()
+    assert "retrymw_calls_total" not in exposition
+    assert "retrymw_attempts_total" not in exposition
+    assert names.count_of(names.CALL_DURATION) + "{" in exposition
+
+
+_TRIMMED = {"retrymw.call.duration", "retrymw.call.attempts", "retrymw.attempt.duration"}
+_BUDGET = "retrymw.retry_budget.available"
+
+#: The OTel instruments each case records into, and how many calls and attempts they count.
+_OTEL_RECORDS: dict[str, tuple[set[str], int, int]] = {
+    "success at once": ({*_TRIMMED, _BUDGET}, 1, 1),
+    "retried success": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration"}, 1, 3),
+    "exhausted": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration", "retrymw.retries.denied"}, 1, 3),
+    # No attempt, so no budget reading either.
+    "circuit-open refusal": ({"retrymw.call.duration", "retrymw.call.attempts"}, 1, 0),
+}
+
+
+@pytest.mark.parametrize("case", list(_OTEL_RECORDS))
+async def test_otel_records_exactly_these_instruments(case: str, clock: FakeClock) -> None:
+    """The reader sees the duration histograms count calls and attempts; ``retrymw.calls`` and
+    ``retrymw.attempts`` do not exist."""
+    from opentelemetry.sdk.metrics import (
+        Counter,
+        Histogram,
+        MeterProvider,
+        ObservableGauge,
+        _Gauge,
+    )
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+    from opentelemetry.sdk.metrics.view import DropAggregation, View
+
+    # Delta: a collection holds only what was recorded since the previous one (`between`).
+    delta = AggregationTemporality.DELTA
+    reader = InMemoryMetricReader(
+        preferred_temporality={Counter: delta, Histogram: delta, _Gauge: delta}
+    )
+    # The fleet's observable gauges read whatever fleets this process has open: not ours.
+    drop_fleet = View(instrument_type=ObservableGauge, aggregation=DropAggregation())
+    provider = MeterProvider(metric_readers=[reader], views=[drop_fleet])
+    instrument = OpenTelemetryInstrument(meter_provider=provider)
+    await _run_case(case, clock, [instrument], reader.get_metrics_data)
+    data = reader.get_metrics_data()
+    assert data is not None
+    found: dict[str, list[Any]] = {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.data.data_points
+    }
+    expected, calls, attempts = _OTEL_RECORDS[case]
+    assert set(found) == expected
+    assert sum(point.count for point in found["retrymw.call.duration"]) == calls
+    assert sum(point.count for point in found.get("retrymw.attempt.duration", ())) == attempts
+    provider.shutdown()

@@ -29,12 +29,16 @@ from tests.instrumentation import SCENARIOS, retrier, run_http_scenario, run_sce
 pytestmark = pytest.mark.anyio
 
 #: DESIGN.md §6, copied by hand: a change to either side must be deliberate.
+#: Issue 18 trimmed the two counters that duplicated a histogram's ``_count`` (DESIGN §6 allows
+#: it): calls and attempts are counted by the duration histograms, the attempts one gaining
+#: ``error_type``.
 DESIGN_METRICS = {
-    "retrymw_calls_total": ("counter", ("policy", "target", "outcome")),
     "retrymw_call_duration_seconds": ("histogram", ("policy", "target", "outcome")),
     "retrymw_call_attempts": ("histogram", ("policy", "target", "outcome")),
-    "retrymw_attempts_total": ("counter", ("policy", "target", "attempt_outcome", "error_type")),
-    "retrymw_attempt_duration_seconds": ("histogram", ("policy", "target", "attempt_outcome")),
+    "retrymw_attempt_duration_seconds": (
+        "histogram",
+        ("policy", "target", "attempt_outcome", "error_type"),
+    ),
     "retrymw_backoff_duration_seconds": ("histogram", ("policy", "target")),
     "retrymw_retries_denied_total": ("counter", ("policy", "target", "reason")),
     "retrymw_retry_budget_available": ("gauge", ("policy", "target")),
@@ -55,8 +59,13 @@ DESIGN_REASONS = (
     "max_attempts budget_exhausted throttled deadline_exceeded circuit_open shed not_idempotent "
     "body_not_replayable retry_after_exceeds_limit server_said_no retried_below"
 )
-#: Scenarios that between them touch all ten metrics.
+#: Scenarios that between them touch every metric of DESIGN's table.
 ALL_TEN = ("success_after_2_retries", "exhausted", "circuit_open")
+#: The retired counters and what replaces them (the migration note in docs/telemetry.md).
+RETIRED = {
+    "retrymw_calls_total": "retrymw_call_duration_seconds_count",
+    "retrymw_attempts_total": "retrymw_attempt_duration_seconds_count",
+}
 
 
 def _label(short: str) -> str:
@@ -64,11 +73,23 @@ def _label(short: str) -> str:
 
 
 def test_metrics_are_design_section_6() -> None:
-    """The ten metrics have DESIGN's names, types and labels, in DESIGN's order."""
+    """The metrics have DESIGN's names, types and labels, in DESIGN's order."""
     assert [spec.prometheus for spec in names.METRICS] == list(DESIGN_METRICS)
     for spec in names.METRICS:
         kind, labels = DESIGN_METRICS[spec.prometheus]
         assert (spec.kind, spec.labels) == (kind, tuple(_label(label) for label in labels))
+
+
+def test_retired_counters_are_counted_by_a_histogram_with_their_labels() -> None:
+    """Each retired counter names the histogram whose ``_count`` replaces it, same labels; none
+    is in `METRICS`, so no instrument creates it."""
+    assert {old.prometheus: names.count_of(new) for old, new in names.RETIRED} == RETIRED
+    for old, new in names.RETIRED:
+        assert old not in names.METRICS
+        assert (old.kind, new.kind) == ("counter", "histogram")
+        assert old.labels == new.labels
+    with pytest.raises(ValueError, match=r"'retrymw_calls_total' is a counter.*CALL_DURATION"):
+        names.count_of(names.CALLS)
 
 
 def test_label_values_are_design_section_6() -> None:
@@ -163,7 +184,7 @@ def test_bounded_values_are_thread_safe() -> None:
 
 
 async def test_prometheus_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
-    """Every family, type and label set of the exposition comes from `_names`: DESIGN's ten and
+    """Every family, type and label set of the exposition comes from `_names`: DESIGN's table and
     the live gauges of the announced policy, budget, breaker and throttle, all present."""
     registry = CollectorRegistry()
     for scenario in ALL_TEN:
@@ -192,7 +213,7 @@ async def test_prometheus_instrument_emits_exactly_these_names(clock: FakeClock)
 
 
 async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
-    """Instrument names, units, kinds and attribute keys come from `_names`; all ten present."""
+    """Instrument names, units, kinds and attribute keys come from `_names`; all present."""
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     instrument = OpenTelemetryInstrument(meter_provider=provider)

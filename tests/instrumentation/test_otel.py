@@ -462,25 +462,22 @@ async def test_metrics_match_the_prometheus_path(otel: Telemetry, clock: FakeClo
     assert budget is not None
     found = points(otel.reader)
     base = {"retrymw.policy": POLICY, "retrymw.target": TARGET}
-    (calls,) = found["retrymw.calls"]
-    assert (dict(calls.attributes), calls.value) == ({**base, "retrymw.outcome": "success"}, 1)
+    assert "retrymw.calls" not in found  # counted by retrymw.call.duration
+    assert "retrymw.attempts" not in found  # counted by retrymw.attempt.duration
     (duration,) = found["retrymw.call.duration"]
+    assert dict(duration.attributes) == {**base, "retrymw.outcome": "success"}
     assert (duration.count, duration.sum) == (1, 3.75)
     assert tuple(duration.explicit_bounds) == names.CALL_DURATION_BUCKETS
     (per_call,) = found["retrymw.call.attempts"]
     assert (per_call.sum, tuple(per_call.explicit_bounds)) == (3, names.CALL_ATTEMPTS_BUCKETS)
-    attempts = {tuple(sorted(p.attributes.items())): p.value for p in found["retrymw.attempts"]}
+    attempts = {
+        tuple(sorted(p.attributes.items())): (p.count, p.sum)
+        for p in found["retrymw.attempt.duration"]
+    }
+    retried = {**base, "retrymw.attempt.outcome": "retried", "error.type": "ConnectionError"}
     assert attempts == {
-        tuple(
-            sorted(
-                {
-                    **base,
-                    "retrymw.attempt.outcome": "retried",
-                    "error.type": "ConnectionError",
-                }.items()
-            )
-        ): 2,
-        tuple(sorted({**base, "retrymw.attempt.outcome": "success"}.items())): 1,
+        tuple(sorted(retried.items())): (2, 0.5),
+        tuple(sorted({**base, "retrymw.attempt.outcome": "success"}.items())): (1, 0.25),
     }
     (backoff,) = found["retrymw.backoff.duration"]
     assert (backoff.count, backoff.sum, tuple(backoff.explicit_bounds)) == (
@@ -615,10 +612,10 @@ async def test_a_failing_meter_disables_the_instrument_not_the_call(
     """If a metric instrument raises, the instrument is disabled and the call still returns."""
 
     class Broken:
-        def add(self, *args: Any, **kwargs: Any) -> None:
+        def record(self, *args: Any, **kwargs: Any) -> None:
             raise RuntimeError("meter on fire")
 
-    otel.instrument._attempts = Broken()  # type: ignore[assignment]
+    otel.instrument._attempt_duration = Broken()  # type: ignore[assignment]
     with caplog.at_level(logging.ERROR, logger="retrymw"):
         await run_scenario("exhausted", clock, [otel.instrument])
     assert "has been disabled" in caplog.text

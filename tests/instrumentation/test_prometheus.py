@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -79,13 +79,16 @@ def buckets(registry: CollectorRegistry, metric: str, *labels: str) -> dict[floa
 
 
 def zeros(policy: str = P, target: str = T) -> dict[tuple[Any, ...], float]:
-    """The series pre-created at zero for a new (policy, target)."""
+    """The series pre-created at zero for a new (policy, target): the call histogram for every
+    outcome, the attempt histogram for a success, every denial reason."""
     series: dict[tuple[Any, ...], float] = {}
     for outcome in names.OUTCOMES:
-        series["retrymw_calls_total", policy, target, outcome] = 0.0
+        series["retrymw_call_duration_seconds_count", policy, target, outcome] = 0.0
+        series["retrymw_call_duration_seconds_sum", policy, target, outcome] = 0.0
     for reason in names.REASONS:
         series["retrymw_retries_denied_total", policy, target, reason] = 0.0
-    series["retrymw_attempts_total", policy, target, "success", ""] = 0.0
+    series["retrymw_attempt_duration_seconds_count", policy, target, "success", ""] = 0.0
+    series["retrymw_attempt_duration_seconds_sum", policy, target, "success", ""] = 0.0
     return series
 
 
@@ -100,7 +103,6 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
 
     def call(outcome: str, count: int, seconds: float, attempts: int) -> Series:
         return {
-            ("retrymw_calls_total", P, t, outcome): count,
             ("retrymw_call_duration_seconds_count", P, t, outcome): count,
             ("retrymw_call_duration_seconds_sum", P, t, outcome): seconds,
             ("retrymw_call_attempts_count", P, t, outcome): count,
@@ -108,10 +110,10 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
         }
 
     def attempts(outcome: str, count: int) -> Series:
+        error_type = "" if outcome == "success" else error
         return {
-            ("retrymw_attempts_total", P, t, outcome, "" if outcome == "success" else error): count,
-            ("retrymw_attempt_duration_seconds_count", P, t, outcome): count,
-            ("retrymw_attempt_duration_seconds_sum", P, t, outcome): count * 0.25,
+            ("retrymw_attempt_duration_seconds_count", P, t, outcome, error_type): count,
+            ("retrymw_attempt_duration_seconds_sum", P, t, outcome, error_type): count * 0.25,
         }
 
     def backoff(*delays: float) -> Series:
@@ -240,7 +242,7 @@ async def test_instruments_on_one_registry_share_the_collectors(
     first, second = PrometheusInstrument(registry), PrometheusInstrument(registry)
     await run_scenario("success_first_try", clock, [first])
     await run_scenario("success_first_try", clock, [second])
-    assert samples(registry)["retrymw_calls_total", P, T, "success"] == 2
+    assert samples(registry)["retrymw_call_duration_seconds_count", P, T, "success"] == 2
 
 
 def test_default_registry_is_used_when_none_is_given() -> None:
@@ -257,13 +259,13 @@ def test_collectors_left_by_an_earlier_copy_are_reused(registry: CollectorRegist
 
     first = _prometheus._Metrics(registry)
     again = _prometheus._Metrics(registry)
-    assert again.calls is first.calls
+    assert again.call_duration is first.call_duration
     assert again.circuit_state is first.circuit_state
 
 
 def test_a_foreign_metric_with_our_name_is_an_error(registry: CollectorRegistry) -> None:
     """A different metric already using a retrymw name is reported, not silently shared."""
-    Counter("retrymw_calls", "someone else's", ["x"], registry=registry)
+    Counter("retrymw_retries_denied", "someone else's", ["x"], registry=registry)
     with pytest.raises(ValueError, match="Duplicated"):
         PrometheusInstrument(registry)
 
@@ -283,7 +285,7 @@ def test_targets_past_the_cap_are_reported_as_other(
     calls = {
         key[2]: value
         for key, value in samples(registry).items()
-        if key[0] == "retrymw_calls_total" and key[3] == "success"
+        if key[0] == "retrymw_call_duration_seconds_count" and key[3] == "success"
     }
     assert calls == {"a": 2, "b": 1, "_other": 3}
 
@@ -301,7 +303,7 @@ def test_error_types_past_the_cap_are_reported_as_other(
     errors = {
         key[4]: value
         for key, value in samples(registry).items()
-        if key[0] == "retrymw_attempts_total" and key[3] == "failed"
+        if key[0] == "retrymw_attempt_duration_seconds_count" and key[3] == "failed"
     }
     assert errors == {"E1": 2, "_OTHER": 2}
 
@@ -472,7 +474,13 @@ def test_multiprocess_mode_merges_every_metric(tmp_path: Path) -> None:
         return float(found[name, tuple(sorted(labels.items()))])
 
     pt = {"retrymw_policy": P, "retrymw_target": T}
-    assert value("retrymw_calls_total", **pt, retrymw_outcome="success") == 1
+    calls = {**pt, "retrymw_outcome": "success"}
+    assert value("retrymw_call_duration_seconds_count", **calls) == 1
+    retried = {**pt, "retrymw_attempt_outcome": "retried", "error_type": "ConnectionError"}
+    assert value("retrymw_attempt_duration_seconds_count", **retried) == 2
+    # Pre-created series are in the files too: the first failure of a kind is an increase.
+    shed = {**pt, "retrymw_outcome": "shed"}
+    assert value("retrymw_call_duration_seconds_count", **shed) == 0
     assert value("retrymw_backoff_duration_seconds_sum", **pt) == 3.0
     assert value("retrymw_retry_budget_available", **pt) == pytest.approx(tokens)
     circuit = {"retrymw_circuit": "db"}
@@ -503,7 +511,8 @@ async def test_a_failing_client_disables_the_instrument_not_the_call(
     def broken(self: Any, amount: float = 1, exemplar: Any = None) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(Counter, "inc", broken)
+    # Every call observes histograms (they count calls and attempts); counters only some.
+    monkeypatch.setattr(Histogram, "observe", broken)
     instrument = PrometheusInstrument(registry)
     with caplog.at_level(logging.ERROR, logger="retrymw"):
         await run_scenario("success_after_2_retries", clock, [instrument])
@@ -604,7 +613,8 @@ async def test_a_retrier_with_defaults_feeds_the_default_registry(clock: FakeClo
             "retrymw_target": "fetch",
             "retrymw_outcome": "success",
         }
-        return prometheus_client.REGISTRY.get_sample_value("retrymw_calls_total", labels) or 0.0
+        count = "retrymw_call_duration_seconds_count"
+        return prometheus_client.REGISTRY.get_sample_value(count, labels) or 0.0
 
     before = count()
     fetch = script(clock, failures=0)
