@@ -23,10 +23,10 @@ from .events import (
     RetryReason,
     RetryScheduled,
 )
-from .instruments import NO_SCOPES, Dispatch
+from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .layers import FINAL_REASONS, next_serial, retried_below
 from .matchers import status_of
-from .policy import Accept, CallState, GiveUp, Retry, RetryPolicy
+from .policy import CallState, GiveUp, Retry, RetryPolicy
 from .resume import ResumableRun
 from .runtime import AttemptAdapter, Runtime, for_target
 
@@ -201,15 +201,19 @@ class CallRun:
         outcome = self._outcome(state.attempt, now - state.started_at, result, error)
         self.result, self.error, self.status = result, error, outcome.status
         decision = policy.decide(state, outcome, now=now, rng=retrier._rng)
-        if (
-            isinstance(decision, Retry)
-            and not policy.retry_below
-            and retried_below(outcome, self.serial)
-        ):
-            # Retry at one layer: what a call nested in this one retried and gave up on is final
-            # here too, whichever front door (coroutine, function, transport, helper) runs it.
-            decision = GiveUp("retried_below")
-        matched = not isinstance(decision, Accept)
+        # The decision unpacked once (this runs after every attempt): a delay for a retry, a
+        # reason for a give-up, neither when the outcome is accepted.
+        delay: float | None = None
+        reason: RetryReason | None = None
+        if isinstance(decision, Retry):
+            delay = decision.delay
+            if not policy.retry_below and retried_below(outcome, self.serial):
+                # Retry at one layer: what a call nested in this one retried and gave up on is
+                # final here too, whichever front door (coroutine, function, transport, helper).
+                delay, reason = None, "retried_below"
+        elif isinstance(decision, GiveUp):
+            reason = decision.reason
+        matched = delay is not None or reason is not None
         if self.admitted:
             self.admitted = False
             for guard in (self.breaker, self.throttle):
@@ -218,69 +222,31 @@ class CallRun:
                         guard.record_failure()
                     else:
                         guard.record_success()
-        if isinstance(decision, Retry):
+        if delay is not None:
             if self.breaker is not None and self.breaker.state == "open":
-                decision = GiveUp("circuit_open")
+                delay, reason = None, "circuit_open"
             elif self.budget is not None and not self.budget.try_acquire():
-                decision = GiveUp("throttled")
-            elif self.resume is not None and not self.resume.allows(decision.delay):
-                decision = GiveUp("budget_exhausted")  # the budget's wall-clock expiry
+                delay, reason = None, "throttled"
+            elif self.resume is not None and not self.resume.allows(delay):
+                delay, reason = None, "budget_exhausted"  # the budget's wall-clock expiry
         hooks = self.dispatch.attempt_finished
         if hooks:
-            attempt_outcome: AttemptOutcome = (
-                "success"
-                if not matched and error is None
-                else "retried"
-                if isinstance(decision, Retry)
-                else "failed"
-            )
-            Dispatch.emit(
-                hooks,
-                AttemptFinished(
-                    policy.name,
-                    self.target,
-                    self.operation,
-                    state.attempt,
-                    attempt_outcome,
-                    now - self.attempt_started_at,
-                    None if attempt_outcome == "success" else error_type(outcome),
-                    outcome.status,
-                    error,
-                    result,
-                ),
-            )
+            self._attempt_finished(hooks, outcome, now, matched, delay is not None)
         if self.attempt_scopes is not NO_SCOPES:
             self.attempt_scopes.exit()
             self.attempt_scopes = NO_SCOPES
-        if isinstance(decision, Retry):
-            delay = decision.delay
+        if delay is not None:
             state.delay_so_far += delay
             state.last_delay = delay
             if self.resume is not None:
                 self.resume.add_failure(delay)
             hooks = self.dispatch.retry_scheduled
-            if hooks:
-                self.sleep_scopes = Dispatch.enter(
-                    hooks,
-                    RetryScheduled(
-                        policy.name,
-                        self.target,
-                        self.operation,
-                        state.attempt,
-                        policy.attempts,
-                        delay,
-                        error_type(outcome),
-                        outcome.retry_after,
-                        error,
-                        self._budget_available(),
-                        outcome.retry_after_header,
-                    ),
-                )
-            else:
-                self.sleep_scopes = NO_SCOPES
+            self.sleep_scopes = (
+                NO_SCOPES if not hooks else self._retry_scheduled(hooks, outcome, delay)
+            )
             return delay
-        if isinstance(decision, GiveUp):
-            self._deny(decision.reason, outcome)
+        if reason is not None:
+            self._deny(reason, outcome)
         else:
             self.outcome = "success" if error is None else "failure"
         return None
@@ -348,6 +314,48 @@ class CallRun:
             return Outcome(attempt, elapsed, error, None, status_of(error) if wanted else None)
         status = status_of(result) if matcher is not None and matcher.uses_results else None
         return Outcome(attempt, elapsed, None, result, status)
+
+    def _attempt_finished(
+        self, hooks: tuple[Hook, ...], outcome: Outcome, now: float, matched: bool, retry: bool
+    ) -> None:
+        error = outcome.exception
+        attempt_outcome: AttemptOutcome = (
+            "success" if not matched and error is None else "retried" if retry else "failed"
+        )
+        Dispatch.emit(
+            hooks,
+            AttemptFinished(
+                self.policy.name,
+                self.target,
+                self.operation,
+                self.state.attempt,
+                attempt_outcome,
+                now - self.attempt_started_at,
+                None if attempt_outcome == "success" else error_type(outcome),
+                outcome.status,
+                error,
+                self.result,
+            ),
+        )
+
+    def _retry_scheduled(self, hooks: tuple[Hook, ...], outcome: Outcome, delay: float) -> Scopes:
+        policy, state = self.policy, self.state
+        return Dispatch.enter(
+            hooks,
+            RetryScheduled(
+                policy.name,
+                self.target,
+                self.operation,
+                state.attempt,
+                policy.attempts,
+                delay,
+                error_type(outcome),
+                outcome.retry_after,
+                outcome.exception,
+                self._budget_available(),
+                outcome.retry_after_header,
+            ),
+        )
 
     def _refuse(self, reason: RetryReason, error: Exception) -> None:
         """A breaker or throttle refused the next attempt: end the call for ``reason``."""
