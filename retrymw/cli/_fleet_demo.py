@@ -1,11 +1,12 @@
 """``retrymw demo --fleet N``: N client processes sharing one retry budget on Redis in an outage.
 
 The parent process starts a `FlakyUpstream` and (unless ``--redis URL`` names one) a private
-``redis-server`` on a free 127.0.0.1 port, without persistence, in a temporary directory. It
-then starts two groups of N client processes at once against the same upstream: one whose
-budgets are shared through a `RedisFleet`, one with per-process budgets only. Both groups meet
-the same outage, so the summary compares their fleet amplification (attempts per call started
-during the outage, summed over the group) on equal terms.
+``redis-server`` on a free 127.0.0.1 port, without persistence, in a temporary directory
+(`retrymw.fleet._server`, the launcher the test suite uses too). It then starts two groups of
+N client processes at once against the same upstream: one whose budgets are shared through a
+`RedisFleet`, one with per-process budgets only. Both groups meet the same outage, so the
+summary compares their fleet amplification (attempts per call started during the outage,
+summed over the group) on equal terms.
 
 Each client is ``python -c`` running `retrymw.cli._fleet_member.member_main`: it prints
 ``ready``, reads the common start time (wall clock) from stdin, runs its load until the end or
@@ -21,12 +22,8 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -34,19 +31,19 @@ from random import Random
 from typing import Any
 
 from .._core.redact import redact_url
+from ..fleet._server import INSTALL, RedisLaunchError, RedisServerProcess
 from ._common import EXIT_OK, CliError, human_duration, positive_int, table
 from ._upstream import FlakyUpstream, UpstreamScript
 
-__all__ = ["Group", "RedisProcess", "add_fleet_arguments", "fleet_summary", "run_fleet"]
+__all__ = ["Group", "add_fleet_arguments", "fleet_summary", "run_fleet"]
 
 _READY_TIMEOUT = 60.0  # a client imports httpx and redis-py; a loaded machine may be slow
 _START_DELAY = 0.3  # between telling the clients the start time and the start itself
 _GRACE = 3.0  # the clients' calls in flight get this long after the end
-_REDIS_START = 10.0
 _MEMBER = "from retrymw.cli._fleet_member import member_main; member_main()"
 _INSTALL = (
-    "--fleet needs Debian's redis-server to start a private Redis (apt-get install "
-    "redis-server), or --redis URL to join a running Redis or Valkey"
+    f"--fleet needs Debian's redis-server to start a private Redis ({INSTALL}), "
+    "or --redis URL to join a running Redis or Valkey"
 )
 
 
@@ -66,96 +63,6 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
         help="join this Redis or Valkey instead of starting one; without --fleet, this "
         "process's budget and breaker are shared there (namespace demo): run several such demos",
     )
-
-
-class RedisProcess:
-    """A private redis-server on a free 127.0.0.1 port: no persistence, files in a temp dir.
-
-    It runs in its own session (a Ctrl-C at the terminal does not reach it) and is stopped by
-    its pid in `stop`.
-    """
-
-    def __init__(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise CliError(_INSTALL)
-        self.binary = binary
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self._directory: tempfile.TemporaryDirectory[str] | None = None
-
-    @property
-    def url(self) -> str:
-        """The server's ``redis://`` URL."""
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        """Start and wait (bounded) for ``PING``; a port taken meanwhile is tried again.
-
-        Raises:
-            CliError: the server did not answer in time (three tries).
-        """
-        self._directory = tempfile.TemporaryDirectory(prefix="retrymw-redis-")
-        for _ in range(3):
-            self.port = _free_port()
-            self.process = subprocess.Popen(
-                [
-                    self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
-                    "--save", "", "--appendonly", "no", "--dir", self._directory.name,
-                    "--daemonize", "no", "--loglevel", "warning",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-            deadline = time.monotonic() + _REDIS_START
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if _answers_ping(self.port):
-                    return
-                time.sleep(0.02)
-            self._stop_process()
-        self.stop()
-        raise CliError(f"redis-server did not answer PING within {_REDIS_START:g}s (3 tries)")
-
-    def _stop_process(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            _stop(process)
-
-    def stop(self) -> None:
-        """Stop the server by its pid and remove its directory."""
-        self._stop_process()
-        if self._directory is not None:
-            self._directory.cleanup()
-            self._directory = None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _answers_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as connection:
-            connection.sendall(b"PING\r\n")
-            return connection.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _stop(process: Any) -> None:
-    """Stop a `subprocess.Popen` by its pid: SIGTERM, then SIGKILL after 5 s; reap it."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=5.0)
 
 
 @dataclass(slots=True)
@@ -184,12 +91,15 @@ def run_fleet(args: argparse.Namespace, script: UpstreamScript) -> int:
         import redis  # noqa: F401
     except ImportError as error:
         raise CliError(f"--fleet needs {error.name}: pip install 'retrymw[fleet,httpx]'") from None
-    redis_process = None if args.redis else RedisProcess()  # missing binary: fails here
+    redis_process = None if args.redis else _redis_process()  # missing binary: fails here
     groups = [Group("shared budget (fleet)", True), Group("per-process budgets", False)]
     try:
         url = args.redis
         if redis_process is not None:
-            redis_process.start()
+            try:
+                redis_process.start()
+            except RedisLaunchError as error:
+                raise CliError(str(error)) from None
             url = redis_process.url
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: report what we have
             asyncio.run(_Orchestra(args, script, url, groups).main(started=redis_process))
@@ -197,6 +107,14 @@ def run_fleet(args: argparse.Namespace, script: UpstreamScript) -> int:
         if redis_process is not None:
             redis_process.stop()
     return EXIT_OK
+
+
+def _redis_process() -> RedisServerProcess:
+    """The private redis-server's launcher (not started); a missing binary is a `CliError`."""
+    try:
+        return RedisServerProcess()
+    except RedisLaunchError:
+        raise CliError(_INSTALL) from None
 
 
 class _Orchestra:
@@ -213,7 +131,7 @@ class _Orchestra:
     def say(self, text: str) -> None:
         print(text, flush=True)
 
-    async def main(self, *, started: RedisProcess | None) -> None:
+    async def main(self, *, started: RedisServerProcess | None) -> None:
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, self._on_signal)

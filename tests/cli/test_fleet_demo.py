@@ -172,16 +172,15 @@ def test_the_summary_says_what_sharing_saved_or_did_not() -> None:
 
 
 def test_a_redis_server_that_never_answers_is_one_clear_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from retrymw.cli._common import CliError
-    from retrymw.cli._fleet_demo import RedisProcess
-
+    """A redis-server that exits at once fails the demo with one line, before any client runs."""
     fake = tmp_path / "redis-server"
     fake.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    server = RedisProcess()
-    with pytest.raises(CliError, match="did not answer PING"):
-        server.start()
-    assert server.process is None
+    assert main(["demo", "--fleet", "2", "--duration", "1s"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "redis-server did not answer PING within 10s (3 tries)" in err
+    assert err.count("\n") == 1
