@@ -57,6 +57,7 @@ DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 #: policy or target label, the policy info metric no target label.
 ALL = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy", retrymw_target=~"$target"'
 CIRCUIT = 'job=~"$job", instance=~"$instance"'
+JOB = 'job=~"$job"'
 POLICY = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy"'
 #: The inbound metric (server companion) has neither: it counts requests, not policy calls.
 INBOUND = CIRCUIT
@@ -69,6 +70,10 @@ FIRST_TRY = 'le="1.0"'
 BUDGET_DENIALS = 'retrymw_reason=~"throttled|budget_exhausted"'
 RETRIED = 'retrymw_attempt_outcome="retried"'
 ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
+#: Calls and attempts are counted by the duration histograms' ``_count`` (no counters since
+#: issue 18; same labels, the attempts one with ``error_type``).
+CALLS = names.count_of(names.CALL_DURATION)
+ATTEMPTS = names.count_of(names.ATTEMPT_DURATION)
 #: The stat row's window: the one the alerts and recording rules use.
 STAT_WINDOW = "5m"
 RATE = "$__rate_interval"
@@ -93,17 +98,14 @@ def rate(metric: str, *matchers: str, window: str = RATE, by: str = "", base: st
 def amplification(window: str, by: str = "") -> str:
     """Attempts per admitted call."""
     return (
-        f"{rate('retrymw_attempts_total', window=window, by=by)}\n/\n"
-        f"{rate('retrymw_calls_total', ADMITTED, window=window, by=by)}"
+        f"{rate(ATTEMPTS, window=window, by=by)}\n/\n{rate(CALLS, ADMITTED, window=window, by=by)}"
     )
 
 
 def retry_ratio(window: str, by: str = "") -> str:
     """Retries per admitted call."""
-    retried = rate(
-        "retrymw_attempts_total", 'retrymw_attempt_outcome="retried"', window=window, by=by
-    )
-    return f"{retried}\n/\n{rate('retrymw_calls_total', ADMITTED, window=window, by=by)}"
+    retried = rate(ATTEMPTS, RETRIED, window=window, by=by)
+    return f"{retried}\n/\n{rate(CALLS, ADMITTED, window=window, by=by)}"
 
 
 def rescued(window: str, by: str = "") -> str:
@@ -201,19 +203,19 @@ class Layout:
 def stats(layout: Layout) -> list[Builder[Any]]:
     """The at-a-glance row: six 5-minute instant stats."""
     window = STAT_WINDOW
-    refused = f"(sum (rate({sel('retrymw_calls_total', REFUSED)}[{window}])) or vector(0))"
+    refused = f"(sum (rate({sel(CALLS, REFUSED)}[{window}])) or vector(0))"
     denied = (
         f"(sum (rate({sel('retrymw_retries_denied_total', BUDGET_DENIALS)}"
         f"[{window}])) or vector(0))"
     )
-    retried = rate("retrymw_attempts_total", RETRIED, window=window)
-    calls = rate("retrymw_calls_total", window=window)
+    retried = rate(ATTEMPTS, RETRIED, window=window)
+    calls = rate(CALLS, window=window)
     specs: list[tuple[str, str, str, str, builder.ThresholdsConfig]] = [
         (
             "Call success ratio (5m)",
             "Share of all calls (refused ones included: callers see them fail) that succeeded "
             "over the last 5 minutes, the window of the alerts and SLO rules.",
-            f"{rate('retrymw_calls_total', SUCCESS, window=window)}\n/\n{calls}",
+            f"{rate(CALLS, SUCCESS, window=window)}\n/\n{calls}",
             "percentunit",
             GREEN_ABOVE_99,
         ),
@@ -341,7 +343,7 @@ def failing(layout: Layout) -> list[Builder[Any]]:
             "exhausted (attempts ran out), budget_exhausted/throttled (a budget said no), "
             "circuit_open/shed (refused), deadline_exceeded, cancelled.",
             "reqps",
-            [query(rate("retrymw_calls_total", by="retrymw_outcome"), "{{retrymw_outcome}}")],
+            [query(rate(CALLS, by="retrymw_outcome"), "{{retrymw_outcome}}")],
             stacked=True,
         ),
         series(
@@ -353,11 +355,7 @@ def failing(layout: Layout) -> list[Builder[Any]]:
             [
                 query(
                     "topk(10, "
-                    + rate(
-                        "retrymw_attempts_total",
-                        'retrymw_attempt_outcome!="success"',
-                        by="error_type",
-                    )
+                    + rate(ATTEMPTS, 'retrymw_attempt_outcome!="success"', by="error_type")
                     + ")",
                     "{{error_type}}",
                 )
@@ -419,7 +417,7 @@ def amplifying(layout: Layout) -> list[Builder[Any]]:
             "reqps",
             [
                 query(
-                    rate("retrymw_attempts_total", by="retrymw_attempt_outcome"),
+                    rate(ATTEMPTS, by="retrymw_attempt_outcome"),
                     "{{retrymw_attempt_outcome}}",
                 )
             ],
@@ -433,9 +431,9 @@ def amplifying(layout: Layout) -> list[Builder[Any]]:
             "reason: circuit_open (breaker) and shed (adaptive throttle).",
             "reqps",
             [
-                query(rate("retrymw_calls_total", ADMITTED), "admitted", "A"),
+                query(rate(CALLS, ADMITTED), "admitted", "A"),
                 query(
-                    rate("retrymw_calls_total", REFUSED, by="retrymw_outcome"),
+                    rate(CALLS, REFUSED, by="retrymw_outcome"),
                     "refused: {{retrymw_outcome}}",
                     "B",
                 ),
@@ -766,16 +764,15 @@ def drill_down(layout: Layout) -> list[Builder[Any]]:
     window = STAT_WINDOW
     row = layout.row("Per target")
     columns = [
-        ("calls/s", rate("retrymw_calls_total", window=window, by=by), "reqps"),
+        ("calls/s", rate(CALLS, window=window, by=by), "reqps"),
         (
             "success",
-            f"{rate('retrymw_calls_total', SUCCESS, window=window, by=by)}"
-            f"\n/\n{rate('retrymw_calls_total', window=window, by=by)}",
+            f"{rate(CALLS, SUCCESS, window=window, by=by)}\n/\n{rate(CALLS, window=window, by=by)}",
             "percentunit",
         ),
         ("amplification", amplification(window, by=by), "none"),
         ("retry ratio", retry_ratio(window, by=by), "percentunit"),
-        ("refused/s", rate("retrymw_calls_total", REFUSED, window=window, by=by), "reqps"),
+        ("refused/s", rate(CALLS, REFUSED, window=window, by=by), "reqps"),
         ("rescued/s", rescued(window, by=by), "reqps"),
         (
             "p95 latency",
@@ -895,16 +892,14 @@ def dashboard() -> dict[str, Any]:
             .type("prometheus")
             .description("The Prometheus that scrapes your retrymw clients.")
         )
-        .with_variable(variable("job", "job", "Prometheus scrape job.", "retrymw_calls_total"))
-        .with_variable(
-            variable("instance", "instance", "Scraped process.", 'retrymw_calls_total{job=~"$job"}')
-        )
+        .with_variable(variable("job", "job", "Prometheus scrape job.", CALLS))
+        .with_variable(variable("instance", "instance", "Scraped process.", f"{CALLS}{{{JOB}}}"))
         .with_variable(
             variable(
                 "policy",
                 "retrymw_policy",
                 "Retry policy name (RetryPolicy.name).",
-                'retrymw_calls_total{job=~"$job", instance=~"$instance"}',
+                f"{CALLS}{{{CIRCUIT}}}",
             )
         )
         .with_variable(
@@ -912,8 +907,7 @@ def dashboard() -> dict[str, Any]:
                 "target",
                 "retrymw_target",
                 "HTTP host, or the operation name for coroutines.",
-                'retrymw_calls_total{job=~"$job", instance=~"$instance", '
-                'retrymw_policy=~"$policy"}',
+                f"{CALLS}{{{POLICY}}}",
             )
         )
         .annotation(

@@ -54,6 +54,9 @@ RULE_TESTS = ROOT / "dashboards" / "retrymw.rules.test.yml"
 DOCKER = ROOT / "docker"
 
 JOB = "retrymw-harness"
+#: Calls are counted by the call histogram's ``_count``: the last scrape is complete once it
+#: holds every call the process made.
+CALLS = names.count_of(names.CALL_DURATION)
 
 # -- dashboard and PromQL helpers -----------------------------------------------------------------
 
@@ -211,13 +214,15 @@ def range_function_spans(expr: str) -> list[tuple[int, int]]:
 
 
 def counters_outside_range_functions(expr: str) -> list[str]:
-    """``*_total`` series selected outside any rate/irate/increase."""
+    """Cumulative series (``*_total`` counters, a histogram's ``_count``, ``_sum`` and
+    ``_bucket``) selected outside any rate/irate/increase."""
     spans = range_function_spans(expr)
     bare = _MATCHERS.sub(lambda found: " " * len(found[0]), _blank_strings(expr))
     return [
         found[0]
         for found in _METRIC.finditer(bare)
-        if found[0].endswith("_total") and not any(a < found.start() < b for a, b in spans)
+        if found[0].endswith(("_total", "_count", "_sum", "_bucket"))
+        and not any(a < found.start() < b for a, b in spans)
     ]
 
 
@@ -943,7 +948,7 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         live = LiveStack(prometheus, endpoint, workload, start, end)
         # The workload has stopped: once a scrape has seen every call and every inbound
         # request, Prometheus is complete.
-        for metric in ("retrymw_calls_total", names.INBOUND_REQUESTS.prometheus):
+        for metric in (CALLS, names.INBOUND_REQUESTS.prometheus):
             total = live.sample_sum(metric)
             prometheus.wait_until(
                 functools.partial(_scraped, prometheus, total, metric),
@@ -963,9 +968,7 @@ def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
     return fleet
 
 
-def _scraped(
-    prometheus: PrometheusServer, total: float, metric: str = "retrymw_calls_total"
-) -> bool:
+def _scraped(prometheus: PrometheusServer, total: float, metric: str = CALLS) -> bool:
     result = prometheus.query(f"sum({metric})")
     return bool(result) and float(result[0]["value"][1]) >= total
 
