@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from types import AsyncGeneratorType, CoroutineType, GeneratorType
+from types import AsyncGeneratorType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, TypeVar
 
 from .redact import safe_repr
@@ -36,13 +36,16 @@ T = TypeVar("T")
 
 def operation_name(fn: object) -> str:
     """The telemetry label of ``fn``: its qualified name, without ``<locals>`` prefixes."""
-    target = fn.func if isinstance(fn, functools.partial) else fn
-    try:
-        name = str(getattr(target, "__qualname__", None) or type(target).__qualname__)
-    except Exception:  # a callable whose attributes raise still gets a label
-        name = type(target).__qualname__
+    if type(fn) is FunctionType:  # the common case, asked on every call that retries
+        name = fn.__qualname__
+    else:
+        target = fn.func if isinstance(fn, functools.partial) else fn
+        try:
+            name = str(getattr(target, "__qualname__", None) or type(target).__qualname__)
+        except Exception:  # a callable whose attributes raise still gets a label
+            name = type(target).__qualname__
     # "<locals>" qualnames are per-definition-site noise; keep the readable tail for labels.
-    return name.rsplit("<locals>.", 1)[-1]
+    return name if "<locals>." not in name else name.rsplit("<locals>.", 1)[-1]
 
 
 class Refused(BaseException):
