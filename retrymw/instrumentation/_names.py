@@ -211,8 +211,8 @@ METRICS: tuple[MetricSpec, ...] = (
 
 # -- retired counters (issue 18). No instrument creates them: they duplicated the duration
 # histograms' ``_count``, which has the same labels (attempts: ``error_type`` moved onto the
-# histogram). Kept so that the migration note is generated from them and so that the
-# benchmarks' frozen replay of 0.x's primitives still has their names.
+# histogram). Kept so that the migration note (docs/telemetry.md) is checked against them and
+# so that the benchmarks' frozen replay of 0.x's primitives still has their names.
 
 CALLS = MetricSpec(
     "retrymw_calls_total",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,6 +91,17 @@ def test_retired_counters_are_counted_by_a_histogram_with_their_labels() -> None
         assert old.labels == new.labels
     with pytest.raises(ValueError, match=r"'retrymw_calls_total' is a counter.*CALL_DURATION"):
         names.count_of(names.CALLS)
+
+
+def test_the_migration_note_names_each_replacement() -> None:
+    """docs/telemetry.md tells users which series replaces each retired counter, on both paths."""
+    text = (Path(__file__).parents[2] / "docs" / "telemetry.md").read_text(encoding="utf-8")
+    for old, new in names.RETIRED:
+        row = (
+            f"| `{old.prometheus}` | `{names.count_of(new)}` | `{old.otel}` | "
+            f"the count of `{new.otel}` |"
+        )
+        assert row in text
 
 
 def test_label_values_are_design_section_6() -> None:
