@@ -444,6 +444,7 @@ from tests.instrumentation import run_scenario
 
 instrument = PrometheusInstrument(CollectorRegistry())
 budget = anyio.run(run_scenario, "success_after_2_retries", FakeClock(), [instrument])
+instrument.first_attempt_succeeded("p", "fetch", 0.5, None)  # the metrics-only fast path
 instrument.breaker_state_changed(BreakerStateChanged("db", "closed", "open", 1.0))
 collected = CollectorRegistry()
 multiprocess.MultiProcessCollector(collected)
@@ -475,7 +476,10 @@ def test_multiprocess_mode_merges_every_metric(tmp_path: Path) -> None:
 
     pt = {"retrymw_policy": P, "retrymw_target": T}
     calls = {**pt, "retrymw_outcome": "success"}
-    assert value("retrymw_call_duration_seconds_count", **calls) == 1
+    assert value("retrymw_call_duration_seconds_count", **calls) == 2  # one of them at once
+    assert value("retrymw_call_duration_seconds_sum", **calls) == 3.75 + 0.5
+    success = {**pt, "retrymw_attempt_outcome": "success", "error_type": ""}
+    assert value("retrymw_attempt_duration_seconds_count", **success) == 2
     retried = {**pt, "retrymw_attempt_outcome": "retried", "error_type": "ConnectionError"}
     assert value("retrymw_attempt_duration_seconds_count", **retried) == 2
     # Pre-created series are in the files too: the first failure of a kind is an increase.
