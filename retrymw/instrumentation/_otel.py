@@ -20,6 +20,7 @@ except ImportError:
     ) from None
 
 from .._core.events import (
+    Attached,
     AttemptFinished,
     AttemptStarted,
     BreakerStateChanged,
@@ -31,6 +32,7 @@ from .._core.events import (
 from .._core.instruments import Instrument
 from .._core.redact import redact_url
 from . import _names as names
+from ._otel_live import live_gauges
 from ._otel_support import (
     _DEFAULT_PORTS,
     _ERROR,
@@ -123,6 +125,7 @@ class OpenTelemetryInstrument(Instrument):
             explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
         )
         _observe_fleet(meter)  # the fleet's health, read at collection (docs/telemetry.md)
+        self._live = live_gauges(meter, meter_provider)  # breakers, budgets, throttles, policies
         # The HTTP attributes of this task's current attempt, for http.client.request.duration.
         self._http_attributes: ContextVar[dict[str, Any] | None] = ContextVar(
             "retrymw_otel_http", default=None
@@ -186,9 +189,15 @@ class OpenTelemetryInstrument(Instrument):
 
     def _labels(self, policy: str, target: str) -> dict[str, str]:
         """The metric attributes every per-call metric starts from (target capped)."""
+        if self._live.shared:  # a budget or throttle shared by the policy serves this target
+            self._live.saw(policy, target)
         return {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
 
     # -- hooks ------------------------------------------------------------------------------
+
+    def attached(self, event: Attached, /) -> None:
+        """Export the live gauges of an announced policy, breaker, budget or throttle."""
+        self._live.attach(event.policy, event.target, event.subject)
 
     def call_started(self, event: CallStarted, /) -> _Scope | None:
         """Start the INTERNAL call span and make it current for the whole call."""

@@ -1,14 +1,14 @@
 """The collectors behind `PrometheusInstrument`: their construction (`create`), the live
-readers of protection gauges, and the fleet's health, read at scrape time or written in
-multiprocess mode. The event handlers live in `_prometheus`, which imports this module only
-after checking that prometheus_client is installed.
+readers of protection gauges (shared with OpenTelemetry in `_protection_live`), and the fleet's
+health, read at scrape time or written in multiprocess mode. The event handlers live in
+`_prometheus`, which imports this module only after checking that prometheus_client is
+installed.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from . import _names as names
 from ._fleet_live import fleet_readings as _fleet_readings
+from ._protection_live import failure_rate as failure_rate
+from ._protection_live import read_live as read_live
 
 __all__ = ["FleetCollector", "FleetGauges", "create", "failure_rate", "read_live", "set_from"]
 
@@ -68,22 +70,6 @@ class FleetGauges:
             leased = values[4]
             counter.labels(namespace).inc(max(0.0, leased - self.leased.get(namespace, 0.0)))
             self.leased[namespace] = leased
-
-
-def failure_rate(breaker: Any) -> float:
-    stats = breaker.statistics()
-    return stats.window_failures / stats.window_calls if stats.window_calls else 0.0
-
-
-def read_live(ref: weakref.ref[Any], read: Callable[[Any], float]) -> float:
-    """The live value, NaN once the object is gone (an evicted target); never raises."""
-    subject = ref()
-    if subject is None:
-        return math.nan
-    try:
-        return float(read(subject))
-    except Exception:  # a scrape must never fail because of one object
-        return math.nan
 
 
 def set_from(gauge: Any, reader: Callable[[], float]) -> None:

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from retrymw import AdaptiveThrottle
+from retrymw import AdaptiveThrottle, CircuitBreaker
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -224,16 +224,31 @@ async def test_prometheus_instrument_emits_exactly_these_names(clock: FakeClock)
     } == expected
 
 
+async def _ok() -> str:
+    return "ok"
+
+
 async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
-    """Instrument names, units, kinds and attribute keys come from `_names`; all present."""
+    """Instrument names, units, kinds and attribute keys come from `_names`: DESIGN's table and
+    the live gauges of the announced policy, budget, breaker and throttle, all present."""
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     instrument = OpenTelemetryInstrument(meter_provider=provider)
     for scenario in ALL_TEN:
         await run_scenario(scenario, clock, [instrument])
+    # No scenario has a throttle: one more retrier announces one. OTel reports only live
+    # objects (the scenarios' may be collected by now), so this one is kept with a breaker,
+    # and called once (a shared budget is read per target).
+    extra = retrier(
+        clock,
+        [instrument],
+        breaker=CircuitBreaker(name="extra", clock=clock),
+        throttle=AdaptiveThrottle(clock=clock),
+    )
+    assert await extra.call(_ok) == "ok"
     data = reader.get_metrics_data()
     assert data is not None
-    specs = {spec.otel: spec for spec in names.METRICS}
+    specs = {spec.otel: spec for spec in (*names.METRICS, *names.LIVE_GAUGES)}
     seen = set()
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
@@ -267,13 +282,21 @@ async def test_the_otel_prometheus_exporter_produces_the_same_names(clock: FakeC
     instrument = OpenTelemetryInstrument(meter_provider=provider)
     for scenario in ALL_TEN:
         await run_scenario(scenario, clock, [instrument])
+    extra = retrier(
+        clock,
+        [instrument],
+        breaker=CircuitBreaker(name="extra", clock=clock),
+        throttle=AdaptiveThrottle(clock=clock),
+    )
+    assert await extra.call(_ok) == "ok"
     families = {
         family.name + "_total" if family.type == "counter" else family.name: family
         for family in text_string_to_metric_families(generate_latest(registry).decode())
         if family.name.startswith("retrymw")
     }
-    assert set(families) == {spec.prometheus for spec in names.METRICS}
-    for spec in names.METRICS:
+    specs = (*names.METRICS, *names.LIVE_GAUGES)
+    assert set(families) == {spec.prometheus for spec in specs}
+    for spec in specs:
         labels = {
             label
             for sample in families[spec.prometheus].samples

@@ -1,0 +1,185 @@
+"""The protection gauges of `OpenTelemetryInstrument`: observable gauges read at collection.
+
+The same series as `PrometheusInstrument` exports for every policy, breaker, budget and
+throttle a `Retrier` announces (`names.LIVE_GAUGES`, read through `_protection_live`): the
+budget's capacity, the throttle's rejection probability, the breaker's failure rate and
+threshold, and the policy's settings as ``retrymw.policy.info`` = 1. The objects are held
+weakly: one that goes away (an evicted target) is no longer reported.
+
+Imported by `_otel` only after it has checked that opentelemetry-api is installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from typing import Any
+
+from opentelemetry import metrics
+
+from .._core.forks import ForkSafeLock
+from . import _names as names
+from ._protection_live import (
+    BREAKER_READERS,
+    BUDGET_READERS,
+    THROTTLE_READERS,
+    Reader,
+    kind_of,
+    policy_info,
+    read_live,
+)
+
+__all__ = ["LiveGauges", "live_gauges"]
+
+#: What a live series is read from: the object (weakly) and how.
+_Source = tuple[weakref.ref[Any], Reader]
+
+
+class LiveGauges:
+    """The announced objects of the instruments that share one meter, and their gauges.
+
+    Built by `live_gauges`, which creates the observable gauges once per meter provider: the
+    SDK hands a second instrument of the same name the first one's instrument (and keeps
+    only the first one's callback), so every `OpenTelemetryInstrument` on a provider shares
+    this registry, as `PrometheusInstrument`s on one registry share their collectors.
+    """
+
+    def __init__(self) -> None:
+        self._lock = ForkSafeLock()
+        self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        # spec -> label values (in spec.labels order) -> source. A later object for the same
+        # series replaces the earlier one, as a Prometheus gauge's later set_function does.
+        self._series: dict[names.MetricSpec, dict[tuple[str, ...], _Source]] = {
+            spec: {} for spec in names.LIVE_GAUGES if spec is not names.POLICY_INFO
+        }
+        self._policies: dict[str, tuple[str, ...]] = {}
+        #: Budgets and throttles shared by every target of a policy (announced with target
+        #: ""): exported for each (policy, target) the calls show (`saw`).
+        self.shared: dict[str, list[weakref.ref[Any]]] = {}
+        self._pairs: set[tuple[str, str]] = set()
+
+    def create(self, meter: metrics.Meter) -> None:
+        """Create the observable gauges on ``meter`` (`names.LIVE_GAUGES`)."""
+        for spec in names.LIVE_GAUGES:
+            meter.create_observable_gauge(
+                spec.otel,
+                callbacks=[functools.partial(self._observe, spec)],
+                unit=spec.unit,
+                description=spec.description,
+            )
+
+    # -- announcements --------------------------------------------------------------------------
+
+    def attach(self, policy: str, raw_target: str, subject: object) -> None:
+        """Export the live series of an announced policy, breaker, budget or throttle."""
+        kind = kind_of(subject)
+        if kind == "policy":
+            values = policy_info(subject)
+            with self._lock:
+                self._policies[values[0]] = values[1:]  # one series per policy name
+        elif kind == "breaker":
+            self._breaker(subject)
+        elif kind is not None:
+            if raw_target:
+                self._wire(policy, self._target(raw_target), subject, kind)
+                return
+            with self._lock:
+                refs = self.shared.setdefault(policy, [])
+                if any(ref() is subject for ref in refs):
+                    return
+                refs.append(weakref.ref(subject))
+                targets = [target for known, target in self._pairs if known == policy]
+            for target in targets:
+                self._wire(policy, target, subject, kind)
+
+    def saw(self, policy: str, raw_target: str) -> None:
+        """A call of ``policy`` to ``raw_target``: the policy's shared objects serve it too."""
+        target = self._target(raw_target)
+        if (policy, target) in self._pairs:
+            return
+        with self._lock:
+            self._pairs.add((policy, target))
+            refs = list(self.shared.get(policy, ()))
+        for ref in refs:
+            subject = ref()
+            if subject is not None:
+                self._wire(policy, target, subject, kind_of(subject))
+
+    def _wire(self, policy: str, target: str, subject: object, kind: str | None) -> None:
+        readers = BUDGET_READERS if kind == "budget" else THROTTLE_READERS
+        ref = weakref.ref(subject)
+        with self._lock:
+            for spec, read in readers:
+                self._series[spec][policy, target] = (ref, read)
+
+    def _breaker(self, breaker: Any) -> None:
+        # A circuit is its own label: the target plays no part. Its threshold reads NaN while
+        # the rate rule is off, so that series is never reported then.
+        circuit = (self._circuit(breaker.name),)
+        ref = weakref.ref(breaker)
+        with self._lock:
+            for spec, read in BREAKER_READERS:
+                self._series[spec][circuit] = (ref, read)
+
+    # -- collection -----------------------------------------------------------------------------
+
+    def _observe(
+        self, spec: names.MetricSpec, options: metrics.CallbackOptions
+    ) -> list[metrics.Observation]:
+        keys = spec.attributes
+        if spec is names.POLICY_INFO:
+            with self._lock:
+                policies = list(self._policies.items())
+            return [
+                metrics.Observation(1, dict(zip(keys, (name, *values), strict=True)))
+                for name, values in policies
+            ]
+        with self._lock:
+            series = self._series[spec]
+            # Objects that went away are no longer reported, and forgotten.
+            for gone in [labels for labels, (ref, _) in series.items() if ref() is None]:
+                del series[gone]
+            sources = list(series.items())
+        observations = []
+        for labels, (ref, read) in sources:
+            value = read_live(ref, read)
+            if not math.isnan(value):  # gone meanwhile, or unreadable: no point at all
+                observations.append(
+                    metrics.Observation(value, dict(zip(keys, labels, strict=True)))
+                )
+        return observations
+
+
+_lock = ForkSafeLock()
+_by_provider: weakref.WeakKeyDictionary[Any, LiveGauges] = weakref.WeakKeyDictionary()
+_global: LiveGauges | None = None
+
+
+def live_gauges(meter: metrics.Meter, meter_provider: Any) -> LiveGauges:
+    """The registry of ``meter_provider`` (``None``: the global one), its gauges on ``meter``.
+
+    Created with its gauges on the first call for a provider, shared afterwards. Every
+    instrument on the global provider shares one: the meters handed out before a provider is
+    set are proxies that all end up on the same real meter.
+    """
+    global _global
+    with _lock:
+        if meter_provider is None:
+            live = _global
+        else:
+            try:
+                live = _by_provider.get(meter_provider)
+            except TypeError:  # not weakly referenceable: this instrument alone
+                live = LiveGauges()
+                live.create(meter)
+                return live
+        if live is None:
+            live = LiveGauges()
+            live.create(meter)
+            if meter_provider is None:
+                _global = live
+            else:
+                _by_provider[meter_provider] = live
+        return live
