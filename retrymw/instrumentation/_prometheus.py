@@ -35,7 +35,14 @@ from .._core.forks import ForkSafeLock
 from .._core.instruments import Instrument
 from . import _names as names
 from ._prometheus_exemplar import exemplar_due, exemplar_reader
-from ._prometheus_live import FleetCollector, FleetGauges, create, failure_rate, read_live, set_from
+from ._prometheus_live import FleetCollector, FleetGauges, create, read_live, set_from
+from ._protection_live import (
+    budget_capacity,
+    failure_rate,
+    failure_rate_threshold,
+    policy_info,
+    reject_probability,
+)
 
 __all__ = ["PrometheusInstrument"]
 
@@ -159,22 +166,14 @@ class _Metrics:
                 (policy, target),
                 (
                     (self.budget.labels(policy, target), lambda b: b.available()),
-                    (
-                        self.budget_capacity.labels(policy, target),
-                        lambda b: b.statistics().capacity,
-                    ),
+                    (self.budget_capacity.labels(policy, target), budget_capacity),
                 ),
                 ref,
             )
         else:
             self.live(
                 (policy, target),
-                (
-                    (
-                        self.reject_probability.labels(policy, target),
-                        lambda t: t.reject_probability(),
-                    ),
-                ),
+                ((self.reject_probability.labels(policy, target), reject_probability),),
                 ref,
             )
 
@@ -194,9 +193,8 @@ class _Metrics:
         gauges: list[tuple[Any, Callable[[Any], float]]] = [
             (self.failure_rate.labels(circuit), failure_rate)
         ]
-        settings = getattr(breaker, "_settings", None)
-        threshold = getattr(settings, "failure_rate_threshold", None)
-        if threshold is not None:
+        threshold = failure_rate_threshold(breaker)
+        if not math.isnan(threshold):
             self.failure_rate_threshold.labels(circuit).set(threshold)
         self.live(("", circuit), gauges, ref)
 
@@ -232,13 +230,7 @@ class _Metrics:
 
     def policy(self, policy: Any) -> None:
         """``retrymw_policy_info`` = 1 with the policy's settings; one series per policy name."""
-        values = (
-            str(policy.attempts),
-            _seconds(policy.initial_delay),
-            _seconds(policy.max_delay),
-            _seconds(policy.timeout),
-            _seconds(policy.deadline),
-        )
+        values = policy_info(policy)[1:]  # the name is the key
         with self.lock:
             previous = self.policies.get(policy.name)
             if previous == values:
@@ -308,10 +300,6 @@ def _observe(histogram: Any, bounds: Sequence[float], value: float, exemplar: An
     if exemplar is not None and not exemplar_due(histogram, bounds, value):
         exemplar = None
     histogram.observe(value, exemplar)
-
-
-def _seconds(value: float | None) -> str:
-    return "" if value is None else format(value, "g")
 
 
 _lock = ForkSafeLock()
