@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "DASH",
+    "TIMES",
     "Case",
     "CaseResult",
     "Group",
@@ -29,6 +31,9 @@ __all__ = [
     "Unavailable",
     "run_group",
 ]
+
+TIMES = "\u00d7"  # multiplication sign
+DASH = "\u2013"  # en dash: "no value" in tables
 
 Mode = Literal["async", "sync"]
 

@@ -12,15 +12,13 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from ._harness import CaseResult, GroupResult, Settings, paired_ratio
+from ._harness import DASH, TIMES, CaseResult, GroupResult, Settings, paired_ratio
 
 if TYPE_CHECKING:
     from ._targets import Target
 
 __all__ = ["DASH", "TIMES", "document", "machine", "markdown"]
 
-TIMES = "\u00d7"  # multiplication sign
-DASH = "\u2013"  # en dash: "no value" in tables
 
 _PACKAGES = (
     "retrymw",

@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._harness import GroupResult, paired_ratio
-from ._report import DASH, TIMES
+from ._harness import DASH, TIMES, GroupResult, paired_ratio
 
 __all__ = ["Target", "evaluate"]
 
