@@ -17,7 +17,7 @@ from ._harness import DASH, TIMES, CaseResult, GroupResult, Settings, paired_rat
 if TYPE_CHECKING:
     from ._targets import Target
 
-__all__ = ["DASH", "TIMES", "document", "machine", "markdown"]
+__all__ = ["document", "machine", "markdown"]
 
 
 _PACKAGES = (
