@@ -38,8 +38,8 @@ Run a flaky HTTP upstream on 127.0.0.1 and send it a steady load through retrymw
 AsyncRetryTransport, with a circuit breaker and the default retry budget. While it runs:
 Prometheus metrics on /metrics, a live progress line, breaker transitions and a one-line
 summary of every retried or failed call's trace (or OTLP export of the spans and the
-OpenTelemetry metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set). It ends with a summary table: calls, attempts,
-amplification, outcomes, breaker transitions and latency percentiles.
+OpenTelemetry metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set). It ends with a summary
+table: calls, attempts, amplification, outcomes, breaker transitions and latency percentiles.
 
 The default script: 10% 5xx, 3% 429 with Retry-After, ~20ms latency, and an outage from 6s
 to 11s, so that the budget throttles retries, the breaker opens, probes and closes again."""

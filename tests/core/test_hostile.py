@@ -233,7 +233,7 @@ def test_even_a_nameless_exception_is_described(
     spans, provider = exporter
     span = provider.get_tracer("test").start_span("s")
     from retrymw._core.redact import safe_str
-    from retrymw.instrumentation._otel_support import _record_exception
+    from retrymw.instrumentation._otel.support import _record_exception
 
     assert safe_str(Nameless()) == "<object>"
     _record_exception(span, Nameless())

@@ -24,7 +24,7 @@ from retrymw import AttemptFinished, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.instrumentation import OpenTelemetryInstrument
 from retrymw.instrumentation import _names as names
-from retrymw.instrumentation._otel_support import _protocol_version
+from retrymw.instrumentation._otel.support import _protocol_version
 from retrymw.testing import FakeClock, RecordingInstrument
 from tests.http_server import FlakyServer, Step
 

@@ -629,6 +629,7 @@ def test_missing_opentelemetry_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     monkeypatch.delitem(sys.modules, "retrymw.instrumentation._otel")
+    monkeypatch.delitem(sys.modules, "retrymw.instrumentation._otel.instrument")
     with pytest.raises(ImportError, match=r"pip install 'retrymw\[otel\]'"):
         retrymw.instrumentation.OpenTelemetryInstrument  # noqa: B018
 

@@ -255,10 +255,10 @@ def test_default_registry_is_used_when_none_is_given() -> None:
 
 def test_collectors_left_by_an_earlier_copy_are_reused(registry: CollectorRegistry) -> None:
     """Collectors already registered under our names (a reloaded module) are shared, not doubled."""
-    from retrymw.instrumentation import _prometheus
+    from retrymw.instrumentation._prometheus import instrument
 
-    first = _prometheus._Metrics(registry)
-    again = _prometheus._Metrics(registry)
+    first = instrument._Metrics(registry)
+    again = instrument._Metrics(registry)
     assert again.call_duration is first.call_duration
     assert again.circuit_state is first.circuit_state
 
@@ -408,7 +408,7 @@ async def test_no_exemplars_without_a_sampled_span(
 
 def test_exemplars_are_off_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without opentelemetry-api the exemplar reader is a constant None."""
-    from retrymw.instrumentation import _prometheus_exemplar
+    from retrymw.instrumentation._prometheus import exemplar as _prometheus_exemplar
 
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
     reader = _prometheus_exemplar.exemplar_reader()
@@ -529,6 +529,7 @@ def test_missing_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPat
     """Without prometheus_client, asking for the instrument says which extra to install."""
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     monkeypatch.delitem(sys.modules, "retrymw.instrumentation._prometheus")
+    monkeypatch.delitem(sys.modules, "retrymw.instrumentation._prometheus.instrument")
     import retrymw.instrumentation
 
     with pytest.raises(ImportError, match=r"pip install 'retrymw\[prometheus\]'"):
@@ -580,6 +581,7 @@ def test_defaults_skip_a_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     monkeypatch.delitem(sys.modules, "retrymw.instrumentation._prometheus")
+    monkeypatch.delitem(sys.modules, "retrymw.instrumentation._prometheus.instrument")
     monkeypatch.setattr(instrumentation, "_builtin", None)
     monkeypatch.setattr(instrumentation, "_defaults", None)
     kinds = [type(i).__name__ for i in instrumentation.default_instruments()]
@@ -633,7 +635,7 @@ def test_a_bucket_takes_one_exemplar_per_second(monkeypatch: pytest.MonkeyPatch)
     """
     from opentelemetry.sdk.trace import TracerProvider
 
-    from retrymw.instrumentation import _prometheus_exemplar
+    from retrymw.instrumentation._prometheus import exemplar as _prometheus_exemplar
 
     now = [100.0]
     monkeypatch.setattr(_prometheus_exemplar, "_now", lambda: now[0])

@@ -1,7 +1,7 @@
 """What `OpenTelemetryInstrument` builds on: span scopes, redacted exception events, the HTTP
 semantic conventions' method and port tables, and the metric constructors.
 
-Imported by `_otel` only after it has checked that opentelemetry-api is installed.
+Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from .._core.redact import exception_text, redact_text
-from . import _names as names
-from ._fleet_live import fleet_readings
+from ..._core.redact import exception_text, redact_text
+from .. import _names as names
+from .._fleet_live import fleet_readings
 
-__all__: list[str] = []  # private helpers of `_otel`
+__all__: list[str] = []  # private helpers of `_otel.instrument`
 
 #: HTTP semconv's known methods; any other is reported as ``_OTHER``.
 _KNOWN_METHODS = frozenset(

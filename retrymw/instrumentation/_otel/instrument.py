@@ -19,7 +19,7 @@ except ImportError:
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
     ) from None
 
-from .._core.events import (
+from ..._core.events import (
     Attached,
     AttemptFinished,
     AttemptStarted,
@@ -29,11 +29,11 @@ from .._core.events import (
     RetryDenied,
     RetryScheduled,
 )
-from .._core.instruments import Instrument
-from .._core.redact import redact_url
-from . import _names as names
-from ._otel_live import live_gauges
-from ._otel_support import (
+from ..._core.instruments import Instrument
+from ..._core.redact import redact_url
+from .. import _names as names
+from .live import live_gauges
+from .support import (
     _DEFAULT_PORTS,
     _ERROR,
     _KNOWN_METHODS,

@@ -1,7 +1,7 @@
 """`PrometheusInstrument`: the metrics of DESIGN §6 through prometheus_client.
 
 Importing this module needs prometheus_client (the ``prometheus`` extra); the package namespace
-imports it only when `PrometheusInstrument` is first asked for.
+imports it only when `PrometheusInstrument` is first asked for (through the package).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ except ImportError:
         "PrometheusInstrument needs prometheus_client: pip install 'retrymw[prometheus]'"
     ) from None
 
-from .._core.events import (
+from ..._core.events import (
     Attached,
     AttemptFinished,
     BreakerStateChanged,
@@ -31,18 +31,18 @@ from .._core.events import (
     RetryDenied,
     RetryScheduled,
 )
-from .._core.forks import ForkSafeLock
-from .._core.instruments import Instrument
-from . import _names as names
-from ._prometheus_exemplar import exemplar_due, exemplar_reader
-from ._prometheus_live import FleetCollector, FleetGauges, create, read_live, set_from
-from ._protection_live import (
+from ..._core.forks import ForkSafeLock
+from ..._core.instruments import Instrument
+from .. import _names as names
+from .._protection_live import (
     budget_capacity,
     failure_rate,
     failure_rate_threshold,
     policy_info,
     reject_probability,
 )
+from .exemplar import exemplar_due, exemplar_reader
+from .live import FleetCollector, FleetGauges, create, read_live, set_from
 
 __all__ = ["PrometheusInstrument"]
 
@@ -129,10 +129,10 @@ class _Metrics:
 
     def attach(self, policy: str, raw_target: str, subject: object) -> None:
         """Export every series ``subject`` can have, for ``policy`` and ``raw_target``."""
-        from .._core.policy import RetryPolicy
-        from .._protect.breaker import CircuitBreaker
-        from .._protect.budget import RetryBudget
-        from .._protect.throttle import AdaptiveThrottle
+        from ..._core.policy import RetryPolicy
+        from ..._protect.breaker import CircuitBreaker
+        from ..._protect.budget import RetryBudget
+        from ..._protect.throttle import AdaptiveThrottle
 
         if isinstance(subject, RetryPolicy):
             self.policy(subject)

@@ -1,7 +1,7 @@
 """The collectors behind `PrometheusInstrument`: their construction (`create`), the live
 readers of protection gauges (shared with OpenTelemetry in `_protection_live`), and the fleet's
 health, read at scrape time or written in multiprocess mode. The event handlers live in
-`_prometheus`, which imports this module only after checking that prometheus_client is
+`_prometheus.instrument`, which imports this module only after checking that prometheus_client is
 installed.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from . import _names as names
-from ._fleet_live import fleet_readings as _fleet_readings
-from ._protection_live import failure_rate as failure_rate
-from ._protection_live import read_live as read_live
+from .. import _names as names
+from .._fleet_live import fleet_readings as _fleet_readings
+from .._protection_live import failure_rate as failure_rate
+from .._protection_live import read_live as read_live
 
 __all__ = ["FleetCollector", "FleetGauges", "create", "failure_rate", "read_live", "set_from"]
 

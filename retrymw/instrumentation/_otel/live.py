@@ -6,7 +6,7 @@ budget's capacity, the throttle's rejection probability, the breaker's failure r
 threshold, and the policy's settings as ``retrymw.policy.info`` = 1. The objects are held
 weakly: one that goes away (an evicted target) is no longer reported.
 
-Imported by `_otel` only after it has checked that opentelemetry-api is installed.
+Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from .._core.forks import ForkSafeLock
-from . import _names as names
-from ._protection_live import (
+from ..._core.forks import ForkSafeLock
+from .. import _names as names
+from .._protection_live import (
     BREAKER_READERS,
     BUDGET_READERS,
     THROTTLE_READERS,
