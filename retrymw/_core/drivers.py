@@ -136,7 +136,13 @@ class Engine:
         """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had."""
         resumed = first_error is not None or first_result is not _NOT_GIVEN
         # The plain path is only taken without the idle instruments (`Engine._current`).
-        dispatch = self._quiet[0] if resumed and self._quiet is not None else self._current()[0]
+        quiet = self._quiet
+        if quiet is None:
+            dispatch = self._dispatch
+        elif resumed:
+            dispatch = quiet[0]
+        else:
+            dispatch = self._current()[0]
         return CallRun(
             self,
             policy or self.policy,

@@ -262,7 +262,8 @@ class CallRun:
         error = self.error
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
-        self._emit_finished(error)
+        if self.dispatch.call_finished:
+            self._emit_finished(error)
         if self.call_scopes is not NO_SCOPES:
             self.call_scopes.exit()
         final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
@@ -300,7 +301,8 @@ class CallRun:
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
         self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
-        self._emit_finished(error)
+        if self.dispatch.call_finished:
+            self._emit_finished(error)
         self.call_scopes.exit(error)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -420,8 +422,6 @@ class CallRun:
 
     def _emit_finished(self, error: BaseException | None) -> None:
         hooks = self.dispatch.call_finished
-        if not hooks:
-            return
         if self.outcome == "success":
             error_type = None
         elif error is not None:
