@@ -73,16 +73,18 @@ class Engine:
             return self._dispatch, self._plain
         return self._quiet
 
-    def plain_first_attempt(self, policy: RetryPolicy) -> bool:
-        """Whether a call under ``policy`` starting now may run its first attempt bare.
+    def plain_first_attempt(self, policy: RetryPolicy) -> Plain:
+        """How a call under ``policy`` starting now may run its first attempt (`Plain`).
 
-        True when no instrument observes calls or attempts, no breaker or throttle admits
-        them, and the policy bounds no attempt in time. A front door that checks results
-        itself (the httpx transport) then runs the first attempt directly and hands it to
-        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` only when
-        it needs a retry.
+        Not ``None`` when no breaker or throttle admits attempts, the policy bounds no attempt
+        in time, and every instrument that observes calls or attempts is satisfied with
+        `Instrument.first_attempt_succeeded`. A front door that checks results itself (the
+        httpx transport) then runs the first attempt directly: if it succeeds, it reports it
+        with `report_first_success` (when hooks are returned); otherwise it hands it to
+        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` and
+        ``started``.
         """
-        return self._plain_hooks(policy, self._current()[0], results_checked=True) == ()
+        return self._plain_hooks(policy, self._current()[0], results_checked=True)
 
     def _plain_hooks(
         self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
@@ -103,21 +105,23 @@ class Engine:
             return None
         return dispatch.first_success_hooks()
 
-    def _report_first_success(
-        self, hooks: tuple[Hook, ...], operation: str, started: float
+    def report_first_success(
+        self, hooks: tuple[Hook, ...], policy: str, target: str, started: float
     ) -> None:
-        """Tell metrics-only instruments that a call on the plain path succeeded at once."""
+        """Tell metrics-only instruments that a call's bare first attempt succeeded.
+
+        ``hooks`` are what `plain_first_attempt` returned, ``started`` the clock's time when
+        the attempt began.
+        """
         now = self._clock.now()
         budget_available = None
         if self._budget is not None and now - self._budget_reported_at >= 1.0:
             # As on the full path: the gauge is refreshed at most once a second on success.
-            budget = for_target(self._budget, operation)
+            budget = for_target(self._budget, target)
             if budget is not None:  # pragma: no branch - a PerTarget always gives one
                 self._budget_reported_at = now
                 budget_available = budget.available()
-        Dispatch.report_first_success(
-            hooks, self.policy.name, operation, now - started, budget_available
-        )
+        Dispatch.report_first_success(hooks, policy, target, now - started, budget_available)
 
     # -- drivers -------------------------------------------------------------------------------
 

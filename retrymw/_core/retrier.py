@@ -351,7 +351,9 @@ class Retrier(Engine):
         elif self._budget is not None:
             self._record_success(operation, fn)
         if started is not None:
-            self._report_first_success(hooks, operation or operation_name(fn), started)
+            self.report_first_success(
+                hooks, self.policy.name, operation or operation_name(fn), started
+            )
 
     def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
         """Fund the budget for a call that succeeded on the plain path."""

@@ -188,6 +188,10 @@ class HttpCall(HttpExchange):
             budget.record_success()
         return True
 
+    def report_success(self, hooks: tuple[Any, ...], started: float) -> None:
+        """Report a bare first attempt that settled the call to metrics-only instruments."""
+        self.retrier.report_first_success(hooks, self.policy.name, self.target, started)
+
     @property
     def target(self) -> str:
         """The telemetry target and `PerTarget` key: ``host``, or ``host:port`` if not the default.
@@ -271,7 +275,11 @@ class HttpCall(HttpExchange):
             latest.close()
 
     def engine_arguments(
-        self, first_error: Exception | None, first_result: object, since: int | None
+        self,
+        first_error: Exception | None,
+        first_result: object,
+        since: int | None,
+        started: float | None,
     ) -> dict[str, Any]:
         """What the engine's async and sync drivers are told about this exchange (one place)."""
         return {
@@ -283,6 +291,7 @@ class HttpCall(HttpExchange):
             "first_error": first_error,
             "first_result": first_result,
             "since": since,
+            "started": started,
         }
 
     def raise_translated(self, error: Exception) -> None:
@@ -315,20 +324,24 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
     attempt = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
-    since: int | None = None
-    if call.retrier.plain_first_attempt(call.policy):
+    since = started = None
+    plain = call.retrier.plain_first_attempt(call.policy)
+    if plain is not None:
         since = next_serial()  # see Retrier.execute_async
+        started = call.retrier.clock.now() if plain else None
         try:
             response = await attempt()
         except Exception as error:
             first_error = error
         else:
             if call.settle(response):
+                if started is not None:
+                    call.report_success(plain, started)
                 return response
             first_result = response
     try:
         result = await call.retrier.execute_async(
-            attempt, **call.engine_arguments(first_error, first_result, since)
+            attempt, **call.engine_arguments(first_error, first_result, since, started)
         )
     except Exception as error:
         call.raise_translated(error)
@@ -350,22 +363,26 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     single = call.sender(send)
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
-    since: int | None = None
-    if call.retrier.plain_first_attempt(call.policy):
+    since = started = None
+    plain = call.retrier.plain_first_attempt(call.policy)
+    if plain is not None:
         since = next_serial()  # see Retrier.execute_async
+        started = call.retrier.clock.now() if plain else None
         try:
             response = single()
         except Exception as error:
             first_error = error
         else:
             if call.settle(response):
+                if started is not None:
+                    call.report_success(plain, started)
                 return response
             first_result = response
     extensions = request.extensions
     attempt = limit_sync_attempt(single, request, call.policy, call.retrier.clock)
     try:
         result = call.retrier.execute_sync(
-            attempt, **call.engine_arguments(first_error, first_result, since)
+            attempt, **call.engine_arguments(first_error, first_result, since, started)
         )
     except Exception as error:
         call.raise_translated(error)

@@ -151,3 +151,39 @@ async def test_a_failing_fast_hook_is_disabled_and_the_result_stands(
     assert [entry[0] for entry in healthy.seen] == ["first_attempt_succeeded"] * 2
     assert broken.seen == []
     assert len([r for r in caplog.records if "first_attempt_succeeded" in r.message]) == 1
+
+
+@pytest.mark.parametrize("door", ["async", "sync"])
+async def test_the_transports_report_a_first_attempt_success_through_the_hook(door: str) -> None:
+    """The httpx transports take the same path: a 200 at once is one hook call for the host; a
+    503 then a 200 is reported attempt by attempt, the first from when it was sent."""
+    import httpx
+
+    from retrymw.httpx import AsyncRetryTransport, RetryTransport
+
+    clock = FakeClock()
+    statuses = iter([200, 503, 200])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        clock.advance(STEP)
+        return httpx.Response(next(statuses))
+
+    metered = Metered()
+    policy = RetryPolicy(name="p", attempts=2, initial_delay=0, jitter=False)
+    options: dict[str, Any] = {"policy": policy, "instruments": [metered], "clock": clock}
+    if door == "async":
+        transport: Any = AsyncRetryTransport(httpx.MockTransport(answer), **options)
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get("http://api.test/a")).status_code == 200
+            assert (await client.get("http://api.test/b")).status_code == 200
+    else:
+        transport = RetryTransport(httpx.MockTransport(answer), **options)
+        with httpx.Client(transport=transport) as client:
+            assert client.get("http://api.test/a").status_code == 200
+            assert client.get("http://api.test/b").status_code == 200
+    assert metered.seen == [
+        ("first_attempt_succeeded", "p", "api.test", STEP, 10.0),
+        ("attempt_finished", 1, "retried", STEP),
+        ("attempt_finished", 2, "success", STEP),
+        ("call_finished", "success", 2, 2 * STEP),
+    ]
