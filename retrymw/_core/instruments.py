@@ -179,7 +179,14 @@ def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
 class Dispatch:
     """Per-hook tables built once, so that hooks nobody implements cost nothing per call."""
 
-    __slots__ = (*HOOKS, "guards", "idle_guards", "instruments", "observes_outcomes")
+    __slots__ = (
+        *HOOKS,
+        "_first_success",
+        "guards",
+        "idle_guards",
+        "instruments",
+        "observes_outcomes",
+    )
 
     def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
         self.instruments = tuple(instruments)
@@ -195,6 +202,8 @@ class Dispatch:
         self.first_attempt_succeeded = _table(guards, "first_attempt_succeeded")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
+        # Decided once: the transports ask for every request (`Engine.plain_first_attempt`).
+        self._first_success = self._first_success_hooks()
         # Whether any hook reads an attempt's or a call's status (see `CallRun._outcome`).
         self.observes_outcomes = bool(
             self.attempt_finished
@@ -217,6 +226,9 @@ class Dispatch:
         ``None`` when some instrument opens call or attempt scopes, or observes attempts or
         calls without `Instrument.first_attempt_succeeded`: those calls need the events.
         """
+        return self._first_success
+
+    def _first_success_hooks(self) -> tuple[Hook, ...] | None:
         if self.call_started or self.attempt_started:
             return None
         fast = {guard for guard, _ in self.first_attempt_succeeded}
