@@ -255,10 +255,10 @@ def test_default_registry_is_used_when_none_is_given() -> None:
 
 def test_collectors_left_by_an_earlier_copy_are_reused(registry: CollectorRegistry) -> None:
     """Collectors already registered under our names (a reloaded module) are shared, not doubled."""
-    from retrymw.instrumentation._prometheus import instrument
+    from retrymw.instrumentation._prometheus.metrics import Metrics
 
-    first = instrument._Metrics(registry)
-    again = instrument._Metrics(registry)
+    first = Metrics(registry)
+    again = Metrics(registry)
     assert again.call_duration is first.call_duration
     assert again.circuit_state is first.circuit_state
 

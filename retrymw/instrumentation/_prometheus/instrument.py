@@ -1,22 +1,16 @@
 """`PrometheusInstrument`: the metrics of DESIGN §6 through prometheus_client.
 
 Importing this module needs prometheus_client (the ``prometheus`` extra); the package namespace
-imports it only when `PrometheusInstrument` is first asked for (through the package).
+imports it only when `PrometheusInstrument` is first asked for (through the package). The
+collectors live in `_prometheus.metrics`, one set per registry.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import math
-import time
-import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Final
 
 try:
     import prometheus_client
-    import prometheus_client.values
     from prometheus_client import CollectorRegistry
 except ImportError:
     raise ImportError(
@@ -31,287 +25,15 @@ from ..._core.events import (
     RetryDenied,
     RetryScheduled,
 )
-from ..._core.forks import ForkSafeLock
 from ..._core.instruments import Instrument
 from .. import _names as names
-from .._protection_live import (
-    budget_capacity,
-    failure_rate,
-    failure_rate_threshold,
-    policy_info,
-    reject_probability,
-)
-from .exemplar import exemplar_due, exemplar_reader
-from .live import FleetCollector, FleetGauges, create, read_live, set_from
+from .exemplar import exemplar_reader
+from .metrics import metrics_for
+from .metrics import observe as _observe
 
 __all__ = ["PrometheusInstrument"]
 
 _exemplar: Final = exemplar_reader()
-
-
-class _Metrics:
-    """The collectors of one registry, their cached label children and the label caps."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.call_duration = create(registry, names.CALL_DURATION)
-        self.call_attempts = create(registry, names.CALL_ATTEMPTS)
-        self.attempt_duration = create(registry, names.ATTEMPT_DURATION)
-        self.backoff = create(registry, names.BACKOFF_DURATION)
-        self.denied = create(registry, names.RETRIES_DENIED)
-        self.budget = create(registry, names.RETRY_BUDGET_AVAILABLE)
-        self.circuit_state = create(registry, names.CIRCUIT_STATE)
-        self.transitions = create(registry, names.CIRCUIT_TRANSITIONS)
-        self.budget_capacity = create(registry, names.RETRY_BUDGET_CAPACITY)
-        self.reject_probability = create(registry, names.THROTTLE_REJECT_PROBABILITY)
-        self.failure_rate = create(registry, names.CIRCUIT_FAILURE_RATE)
-        self.failure_rate_threshold = create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
-        self.policy_info = create(registry, names.POLICY_INFO)
-        self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
-        # Children by raw label values. `labels()` takes a lock and converts every value (about
-        # 3 µs); a dict hit is ~50 ns. Only admitted (uncapped) values are ever keys, so the
-        # caches stay as bounded as the series.
-        self.call_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self.attempt_children: dict[tuple[str, str, str, str | None], Any] = {}
-        self.backoff_children: dict[tuple[str, str], Any] = {}
-        # A first-attempt success's three children: the attempt's duration, then the call's
-        # duration and attempts.
-        self.success_children: dict[tuple[str, str], tuple[Any, ...]] = {}
-        self.budget_children: dict[tuple[str, str], Any] = {}
-        self.denied_children: dict[tuple[str, str, str], Any] = {}
-        self.pairs: set[tuple[str, str]] = set()
-        # Announced objects (`Attached`). A protection shared by every target of a policy is
-        # announced with target "": it is wired to each (policy, target) as the target appears.
-        self.shared: dict[str, list[weakref.ref[Any]]] = {}
-        self.wired: set[tuple[str, str, int]] = set()
-        self.circuits: set[str] = set()
-        self.policies: dict[str, tuple[str, ...]] = {}
-        # Multiprocess mode cannot compute gauges at scrape time (the collector reads files):
-        # they are refreshed from the live objects as calls finish, at most once a second.
-        self.multiprocess = (
-            prometheus_client.values.ValueClass is not prometheus_client.values.MutexValue
-        )
-        self.refreshers: dict[tuple[str, str], list[Callable[[], None]]] = {}
-        self.refreshed_at: dict[tuple[str, str], float] = {}
-        self.lock = ForkSafeLock()
-        self.fleets: FleetGauges | None = None
-        if self.multiprocess:
-            self.fleets = FleetGauges(registry)
-        else:
-            with contextlib.suppress(ValueError):  # a reloaded module: the first one serves
-                registry.register(FleetCollector())
-
-    def precreate(self, policy: str, target: str) -> None:
-        """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
-        metrics", so that ratios and ``rate() > 0`` alerts have a series from the start).
-
-        Calls and attempts are counted by the duration histograms' ``_count``: the call
-        histogram exists for every outcome, the attempt histogram for a success (no error
-        type), so that ``increase()`` sees a target's first call, first success and first
-        failure alike.
-        """
-        if (policy, target) in self.pairs:
-            return
-        self.pairs.add((policy, target))
-        for outcome in names.OUTCOMES:
-            self.call_duration.labels(policy, target, outcome)
-        for reason in names.REASONS:
-            self.denied.labels(policy, target, reason)
-        self.attempt_duration.labels(policy, target, "success", "")
-        if target:
-            for ref in self.shared.get(policy, ()):
-                subject = ref()
-                if subject is not None:
-                    self.attach(policy, target, subject)
-
-    # -- announced objects (`Attached`) ----------------------------------------------------------
-
-    def attach(self, policy: str, raw_target: str, subject: object) -> None:
-        """Export every series ``subject`` can have, for ``policy`` and ``raw_target``."""
-        from ..._core.policy import RetryPolicy
-        from ..._protect.breaker import CircuitBreaker
-        from ..._protect.budget import RetryBudget
-        from ..._protect.throttle import AdaptiveThrottle
-
-        if isinstance(subject, RetryPolicy):
-            self.policy(subject)
-            return
-        if isinstance(subject, CircuitBreaker):
-            # A circuit is its own label: the target plays no part.
-            self.circuit_of(subject)
-            return
-        if not isinstance(subject, (RetryBudget, AdaptiveThrottle)):
-            return
-        if not raw_target:
-            with self.lock:
-                refs = self.shared.setdefault(policy, [])
-                if any(ref() is subject for ref in refs):
-                    return
-                refs.append(weakref.ref(subject))
-                targets = [target for known, target in self.pairs if known == policy]
-            for target in targets:
-                self.attach(policy, target, subject)
-            return
-        target = self.target(raw_target)
-        key = (policy, target, id(subject))
-        with self.lock:
-            if key in self.wired:
-                return
-            self.wired.add(key)
-        self.precreate(policy, target)
-        ref = weakref.ref(subject)
-        if isinstance(subject, RetryBudget):
-            self.live(
-                (policy, target),
-                (
-                    (self.budget.labels(policy, target), lambda b: b.available()),
-                    (self.budget_capacity.labels(policy, target), budget_capacity),
-                ),
-                ref,
-            )
-        else:
-            self.live(
-                (policy, target),
-                ((self.reject_probability.labels(policy, target), reject_probability),),
-                ref,
-            )
-
-    def circuit_of(self, breaker: Any) -> None:
-        """A healthy circuit reads closed = 1 and 0 transitions from its creation."""
-        circuit = self.circuit(breaker.name)
-        with self.lock:
-            if circuit in self.circuits:
-                return
-            self.circuits.add(circuit)
-        state = breaker.statistics().state
-        for name in names.CIRCUIT_STATES:
-            self.circuit_state.labels(circuit, name).set(1 if name == state else 0)
-        for previous, current in names.CIRCUIT_TRANSITION_PAIRS:
-            self.transitions.labels(circuit, previous, current)
-        ref = weakref.ref(breaker)
-        gauges: list[tuple[Any, Callable[[Any], float]]] = [
-            (self.failure_rate.labels(circuit), failure_rate)
-        ]
-        threshold = failure_rate_threshold(breaker)
-        if not math.isnan(threshold):
-            self.failure_rate_threshold.labels(circuit).set(threshold)
-        self.live(("", circuit), gauges, ref)
-
-    def live(
-        self,
-        key: tuple[str, str],
-        gauges: tuple[tuple[Any, Callable[[Any], float]], ...]
-        | list[tuple[Any, Callable[[Any], float]]],
-        ref: weakref.ref[Any],
-    ) -> None:
-        """Make each gauge read ``read(subject)``: at scrape time, or as calls finish."""
-        for gauge, read in gauges:
-            reader = functools.partial(read_live, ref, read)
-            if self.multiprocess:
-                setter = functools.partial(set_from, gauge, reader)
-                setter()
-                with self.lock:
-                    self.refreshers.setdefault(key, []).append(setter)
-            else:
-                gauge.set_function(reader)
-
-    def refresh(self, key: tuple[str, str]) -> None:
-        """Multiprocess mode: write the live gauges of ``key`` (at most once a second)."""
-        setters = self.refreshers.get(key)
-        if not setters:
-            return
-        now = time.monotonic()
-        if now - self.refreshed_at.get(key, -math.inf) < 1.0:
-            return
-        self.refreshed_at[key] = now
-        for setter in setters:
-            setter()
-
-    def policy(self, policy: Any) -> None:
-        """``retrymw_policy_info`` = 1 with the policy's settings; one series per policy name."""
-        values = policy_info(policy)[1:]  # the name is the key
-        with self.lock:
-            previous = self.policies.get(policy.name)
-            if previous == values:
-                return
-            self.policies[policy.name] = values
-        if previous is not None:
-            # Same name, new settings: the info series says what governs calls now.
-            with contextlib.suppress(KeyError):
-                self.policy_info.remove(policy.name, *previous)
-        self.policy_info.labels(policy.name, *values).set(1)
-
-    def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any]:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
-        children = (
-            self.call_duration.labels(policy, target, outcome),
-            self.call_attempts.labels(policy, target, outcome),
-        )
-        if target == raw_target:
-            self.call_children[policy, target, outcome] = children
-        return children
-
-    def attempt(self, policy: str, raw_target: str, outcome: str, raw_error: str | None) -> Any:
-        target = self.target(raw_target)
-        error_type = "" if raw_error is None else self.error_type(raw_error)
-        self.precreate(policy, target)
-        child = self.attempt_duration.labels(policy, target, outcome, error_type)
-        if target == raw_target and error_type == (raw_error or ""):
-            self.attempt_children[policy, target, outcome, raw_error] = child
-        return child
-
-    def success(self, policy: str, raw_target: str) -> tuple[Any, Any, Any]:
-        children = (
-            self.attempt(policy, raw_target, "success", None),
-            *self.call(policy, raw_target, "success"),
-        )
-        if self.target(raw_target) == raw_target:
-            self.success_children[policy, raw_target] = children
-        return children
-
-    def backoff_of(self, policy: str, raw_target: str) -> Any:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
-        child = self.backoff.labels(policy, target)
-        if target == raw_target:
-            self.backoff_children[policy, target] = child
-        return child
-
-    def budget_of(self, policy: str, raw_target: str) -> Any:
-        target = self.target(raw_target)
-        child = self.budget.labels(policy, target)
-        if target == raw_target:
-            self.budget_children[policy, target] = child
-        return child
-
-    def denied_of(self, policy: str, raw_target: str, reason: str) -> Any:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
-        child = self.denied.labels(policy, target, reason)
-        if target == raw_target:
-            self.denied_children[policy, target, reason] = child
-        return child
-
-
-def _observe(histogram: Any, bounds: Sequence[float], value: float, exemplar: Any) -> None:
-    """Observe ``value``, with the exemplar if its bucket takes one now (`exemplar_due`)."""
-    if exemplar is not None and not exemplar_due(histogram, bounds, value):
-        exemplar = None
-    histogram.observe(value, exemplar)
-
-
-_lock = ForkSafeLock()
-_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
-
-
-def _metrics_for(registry: CollectorRegistry) -> _Metrics:
-    with _lock:
-        metrics = _by_registry.get(registry)
-        if metrics is None:
-            metrics = _by_registry[registry] = _Metrics(registry)
-        return metrics
 
 
 class PrometheusInstrument(Instrument):
@@ -347,7 +69,7 @@ class PrometheusInstrument(Instrument):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else prometheus_client.REGISTRY
-        self._metrics = _metrics_for(self.registry)
+        self._metrics = metrics_for(self.registry)
 
     def attached(self, event: Attached, /) -> None:
         """Export every series of an announced policy, breaker, budget or throttle at once."""
