@@ -541,16 +541,16 @@ def test_api_only_does_no_span_work() -> None:
 
 def test_a_provider_set_later_is_picked_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """While idle the global providers are looked at again at most once a second, then kept."""
-    from opentelemetry import metrics
 
     instrument = OpenTelemetryInstrument()
     assert not instrument._traces()
     assert not instrument._meters()
     sdk_tracing, sdk_metering = TracerProvider(), MeterProvider()
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: sdk_tracing)
-    monkeypatch.setattr(metrics, "get_meter_provider", lambda: sdk_metering)
+    # What the API's getters would return once a provider is set (tests never set globals).
+    monkeypatch.setattr(instrument._traces, "_global", lambda: sdk_tracing)
+    monkeypatch.setattr(instrument._meters, "_global", lambda: sdk_metering)
     assert not instrument._traces(), "within the second, the idle answer is reused"
-    instrument._tracing_idle_until = instrument._metering_idle_until = float("-inf")
+    instrument._traces.idle_until = instrument._meters.idle_until = float("-inf")
     assert instrument._traces()
     assert instrument._meters()
     monkeypatch.undo()

@@ -30,18 +30,18 @@ from ..._core.events import (
     RetryScheduled,
 )
 from ..._core.instruments import Instrument
-from ..._core.redact import redact_url
 from .. import _names as names
 from .live import live_gauges
 from .support import (
-    _DEFAULT_PORTS,
     _ERROR,
-    _KNOWN_METHODS,
     _args,
+    _client_span,
     _histogram,
+    _http_attributes,
     _http_request,
     _observe_fleet,
     _protocol_version,
+    _ProviderWatch,
     _record_exception,
     _Scope,
 )
@@ -60,10 +60,6 @@ try:
     _VERSION = version("retrymw")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     _VERSION = "0+unknown"
-
-# While nobody listens, the providers are looked at again at most this often (seconds): asking
-# the API costs an environment lookup per call, a clock read costs a tenth of that.
-_IDLE_RECHECK = 1.0
 
 
 class OpenTelemetryInstrument(Instrument):
@@ -133,9 +129,16 @@ class OpenTelemetryInstrument(Instrument):
         self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
-        self._tracing = False
-        self._metering = False
-        self._tracing_idle_until = self._metering_idle_until = float("-inf")
+        # The global providers are asked for when needed: they may be set later.
+        self._traces = _ProviderWatch(
+            tracer_provider,
+            trace.get_tracer_provider,
+            _IDLE_TRACER_PROVIDERS,
+            trace.ProxyTracerProvider,
+        )
+        self._meters = _ProviderWatch(
+            meter_provider, metrics.get_meter_provider, _IDLE_METER_PROVIDERS
+        )
         self._idle_until = float("-inf")  # the earlier of the two: one comparison per call
         # This instrument's current call and attempt scopes (not whatever span is current:
         # another instrument may have made its own span current inside ours).
@@ -149,43 +152,14 @@ class OpenTelemetryInstrument(Instrument):
 
         While it is False the engine skips this instrument, so calls keep their fast path.
         """
-        if self._tracing or self._metering:
+        traces, meters = self._traces, self._meters
+        if traces.active or meters.active:
             return True
         if time.monotonic() < self._idle_until:
             return False
-        listening = self._traces() or self._meters()
-        self._idle_until = min(self._tracing_idle_until, self._metering_idle_until)
+        listening = traces() or meters()
+        self._idle_until = min(traces.idle_until, meters.idle_until)
         return listening
-
-    def _traces(self) -> bool:
-        if self._tracing:
-            return True
-        now = time.monotonic()
-        if now < self._tracing_idle_until:
-            return False
-        provider = self._tracer_provider
-        if provider is None or isinstance(provider, trace.ProxyTracerProvider):
-            provider = trace.get_tracer_provider()
-        if isinstance(provider, _IDLE_TRACER_PROVIDERS):
-            self._tracing_idle_until = now + _IDLE_RECHECK
-            return False
-        self._tracing = True  # a real provider never turns back into the proxy
-        return True
-
-    def _meters(self) -> bool:
-        if self._metering:
-            return True
-        now = time.monotonic()
-        if now < self._metering_idle_until:
-            return False
-        provider = self._meter_provider
-        if provider is None:
-            provider = metrics.get_meter_provider()
-        if isinstance(provider, _IDLE_METER_PROVIDERS):
-            self._metering_idle_until = now + _IDLE_RECHECK
-            return False
-        self._metering = True
-        return True
 
     def _labels(self, policy: str, target: str) -> dict[str, str]:
         """The metric attributes every per-call metric starts from (target capped)."""
@@ -218,16 +192,9 @@ class OpenTelemetryInstrument(Instrument):
         """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
         request = _http_request(event.request)
         if request is not None and self._meters():
-            url = request.url
-            method = request.method
-            self._http_attributes.set(
-                {
-                    names.ATTR_HTTP_METHOD: method if method in _KNOWN_METHODS else "_OTHER",
-                    names.ATTR_SERVER_ADDRESS: url.host,
-                    names.ATTR_SERVER_PORT: url.port or _DEFAULT_PORTS.get(url.scheme, 0),
-                    names.ATTR_URL_SCHEME: url.scheme,
-                }
-            )
+            attributes = _http_attributes(request)
+            attributes[names.ATTR_URL_SCHEME] = request.url.scheme
+            self._http_attributes.set(attributes)
         call = self._call.get()
         if call is None:  # no call span: nobody listened when the call started
             return None
@@ -243,24 +210,8 @@ class OpenTelemetryInstrument(Instrument):
                 attributes={names.ATTR_ATTEMPT: event.attempt},
             )
             return _Scope(span, trace.set_span_in_context(span), self._attempt)
-        method = request.method
-        url = request.url
-        attributes: dict[str, Any] = {
-            names.ATTR_HTTP_METHOD: method if method in _KNOWN_METHODS else "_OTHER",
-            names.ATTR_SERVER_ADDRESS: url.host,
-            names.ATTR_SERVER_PORT: url.port or _DEFAULT_PORTS.get(url.scheme, 0),
-            names.ATTR_URL_FULL: redact_url(str(url)),
-            names.ATTR_ATTEMPT: event.attempt,
-        }
-        if method not in _KNOWN_METHODS:
-            attributes[names.ATTR_HTTP_METHOD_ORIGINAL] = method
-        if event.attempt > 1:
-            attributes[names.ATTR_HTTP_RESEND_COUNT] = event.attempt - 1
-        span = self._tracer.start_span(
-            method if method in _KNOWN_METHODS else names.SPAN_HTTP_OTHER,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-        )
+        name, span_attributes = _client_span(request, event.attempt)
+        span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes)
         # No "suppress HTTP instrumentation" key: opentelemetry-instrumentation-httpx checks
         # it once for its span *and* its metrics, so setting it silenced the standard
         # http.client.* metrics of every retried client (0 of 10 requests recorded). Its span,

@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -18,7 +20,7 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-from ..._core.redact import exception_text, redact_text
+from ..._core.redact import exception_text, redact_text, redact_url
 from .. import _names as names
 from .._fleet_live import fleet_readings
 
@@ -29,6 +31,8 @@ _KNOWN_METHODS = frozenset(
     {"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"}
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# While nobody listens, the providers are looked at again at most this often (seconds).
+IDLE_RECHECK = 1.0
 _ERROR = Status(StatusCode.ERROR)
 #: httpx's and httpx2's ``Response.http_version`` → semconv ``network.protocol.version``.
 _PROTOCOL_VERSIONS = {"HTTP/1.1": "1.1", "HTTP/2": "2", "HTTP/1.0": "1.0", "HTTP/3": "3"}
@@ -44,6 +48,70 @@ def _http_request(request: object) -> Any:
         if module is not None and isinstance(request, module.Request):
             return request
     return None
+
+
+class _ProviderWatch:
+    """Whether one signal (traces or metrics) has a real SDK provider, asked cheaply per call.
+
+    A real provider, once seen, is kept (it never turns back into the API's proxy); while only
+    the API's no-op or proxy provider is there, the answer is reused for `IDLE_RECHECK` seconds,
+    since asking the API costs an environment lookup and a clock read a tenth of that.
+    """
+
+    __slots__ = ("_given", "_global", "_idle", "_proxy", "active", "idle_until")
+
+    def __init__(
+        self,
+        given: Any,
+        global_provider: Callable[[], Any],
+        idle: tuple[type, ...],
+        proxy: type | None = None,
+    ) -> None:
+        self._given = given  # the provider passed to the instrument, or None for the global one
+        self._global = global_provider
+        self._idle = idle
+        self._proxy = proxy  # a given proxy still resolves to the global provider
+        self.active = False
+        self.idle_until = -math.inf
+
+    def __call__(self) -> bool:
+        if self.active:
+            return True
+        now = time.monotonic()
+        if now < self.idle_until:
+            return False
+        provider = self._given
+        if provider is None or (self._proxy is not None and isinstance(provider, self._proxy)):
+            provider = self._global()
+        if isinstance(provider, self._idle):
+            self.idle_until = now + IDLE_RECHECK
+            return False
+        self.active = True
+        return True
+
+
+def _http_attributes(request: Any) -> dict[str, Any]:
+    """The semantic-convention attributes an HTTP attempt's span and duration point share."""
+    url = request.url
+    method = request.method
+    return {
+        names.ATTR_HTTP_METHOD: method if method in _KNOWN_METHODS else "_OTHER",
+        names.ATTR_SERVER_ADDRESS: url.host,
+        names.ATTR_SERVER_PORT: url.port or _DEFAULT_PORTS.get(url.scheme, 0),
+    }
+
+
+def _client_span(request: Any, attempt: int) -> tuple[str, dict[str, Any]]:
+    """The name and attributes of an HTTP attempt's CLIENT span (``url.full`` redacted)."""
+    method = request.method
+    attributes = _http_attributes(request)
+    attributes[names.ATTR_URL_FULL] = redact_url(str(request.url))
+    attributes[names.ATTR_ATTEMPT] = attempt
+    if method not in _KNOWN_METHODS:
+        attributes[names.ATTR_HTTP_METHOD_ORIGINAL] = method
+    if attempt > 1:
+        attributes[names.ATTR_HTTP_RESEND_COUNT] = attempt - 1
+    return (method if method in _KNOWN_METHODS else names.SPAN_HTTP_OTHER), attributes
 
 
 def _protocol_version(response: object) -> str | None:
