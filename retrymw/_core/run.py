@@ -1,29 +1,24 @@
 """`CallRun`: one call's state and bookkeeping, shared by the async and sync drivers.
 
 The drivers in `drivers` only execute attempts and sleep; everything a call records between
-them (events, breaker verdicts, budget tokens, the final value or exception) happens here, and
-every decision is delegated to the pure `RetryPolicy.decide`.
+them (breaker verdicts, budget tokens, the final value or exception) happens here, the events
+for the instruments are built in `reports`, and every decision is delegated to the pure
+`RetryPolicy.decide`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .endings import OUTCOME_OF_REASON, ending_error, error_type, mark_final
+from . import reports
+from .endings import OUTCOME_OF_REASON, ending_error, mark_final
 from .errors import CircuitOpenError, LoadShedError
 from .events import (
-    AttemptFinished,
-    AttemptOutcome,
-    AttemptStarted,
-    CallFinished,
     CallOutcome,
-    CallStarted,
     Outcome,
-    RetryDenied,
     RetryReason,
-    RetryScheduled,
 )
-from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
+from .instruments import NO_SCOPES, Dispatch
 from .layers import FINAL_REASONS, next_serial, retried_below
 from .matchers import status_of
 from .policy import CallState, GiveUp, Retry, RetryPolicy
@@ -117,16 +112,7 @@ class CallRun:
         """Announce the call and enter the instruments' call scopes."""
         hooks = self.dispatch.call_started
         if hooks:
-            self.call_scopes = Dispatch.enter(
-                hooks,
-                CallStarted(
-                    self.policy.name,
-                    self.target,
-                    self.operation,
-                    self.policy.attempts,
-                    self.request,
-                ),
-            )
+            self.call_scopes = reports.call_started(self, hooks)
 
     def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
@@ -174,17 +160,7 @@ class CallRun:
         hooks = self.dispatch.attempt_started
         if hooks:
             self.attempt_started_at = self.retrier._clock.now()
-            self.attempt_scopes = Dispatch.enter(
-                hooks,
-                AttemptStarted(
-                    self.policy.name,
-                    self.target,
-                    self.operation,
-                    state.attempt,
-                    self.policy.attempts,
-                    self.request,
-                ),
-            )
+            self.attempt_scopes = reports.attempt_started(self, hooks)
         elif self.dispatch.attempt_finished:
             self.attempt_started_at = self.retrier._clock.now()
         return True
@@ -235,7 +211,7 @@ class CallRun:
                 delay, reason = None, "budget_exhausted"  # the budget's wall-clock expiry
         hooks = self.dispatch.attempt_finished
         if hooks:
-            self._attempt_finished(hooks, outcome, now, matched, delay is not None)
+            reports.attempt_finished(self, hooks, outcome, now, matched, delay is not None)
         if self.attempt_scopes is not NO_SCOPES:
             self.attempt_scopes.exit()
             self.attempt_scopes = NO_SCOPES
@@ -246,7 +222,7 @@ class CallRun:
                 self.resume.add_failure(delay)
             hooks = self.dispatch.retry_scheduled
             self.sleep_scopes = (
-                NO_SCOPES if not hooks else self._retry_scheduled(hooks, outcome, delay)
+                NO_SCOPES if not hooks else reports.retry_scheduled(self, hooks, outcome, delay)
             )
             return delay
         if reason is not None:
@@ -262,8 +238,9 @@ class CallRun:
         error = self.error
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
-        if self.dispatch.call_finished:
-            self._emit_finished(error)
+        hooks = self.dispatch.call_finished
+        if hooks:
+            reports.call_finished(self, hooks, error)
         if self.call_scopes is not NO_SCOPES:
             self.call_scopes.exit()
         final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
@@ -301,8 +278,9 @@ class CallRun:
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
         self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
-        if self.dispatch.call_finished:
-            self._emit_finished(error)
+        hooks = self.dispatch.call_finished
+        if hooks:
+            reports.call_finished(self, hooks, error)
         self.call_scopes.exit(error)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -322,48 +300,6 @@ class CallRun:
             status = status_of(result) if matcher is not None and matcher.uses_results else None
         # The tuple built directly: half the cost of the NamedTuple's generated __new__.
         return _new_outcome(Outcome, (attempt, elapsed, error, result, status, None, None, None))
-
-    def _attempt_finished(
-        self, hooks: tuple[Hook, ...], outcome: Outcome, now: float, matched: bool, retry: bool
-    ) -> None:
-        error = outcome.exception
-        attempt_outcome: AttemptOutcome = (
-            "success" if not matched and error is None else "retried" if retry else "failed"
-        )
-        Dispatch.emit(
-            hooks,
-            AttemptFinished(
-                self.policy.name,
-                self.target,
-                self.operation,
-                self.state.attempt,
-                attempt_outcome,
-                now - self.attempt_started_at,
-                None if attempt_outcome == "success" else error_type(outcome),
-                outcome.status,
-                error,
-                self.result,
-            ),
-        )
-
-    def _retry_scheduled(self, hooks: tuple[Hook, ...], outcome: Outcome, delay: float) -> Scopes:
-        policy, state = self.policy, self.state
-        return Dispatch.enter(
-            hooks,
-            RetryScheduled(
-                policy.name,
-                self.target,
-                self.operation,
-                state.attempt,
-                policy.attempts,
-                delay,
-                error_type(outcome),
-                outcome.retry_after,
-                outcome.exception,
-                self._budget_available(),
-                outcome.retry_after_header,
-            ),
-        )
 
     def _refuse(self, reason: RetryReason, error: Exception) -> None:
         """A breaker or throttle refused the next attempt: end the call for ``reason``."""
@@ -406,55 +342,4 @@ class CallRun:
         self.outcome = OUTCOME_OF_REASON[reason]
         hooks = self.dispatch.retry_denied
         if hooks:
-            Dispatch.emit(
-                hooks,
-                RetryDenied(
-                    self.policy.name,
-                    self.target,
-                    self.operation,
-                    self.state.attempt,
-                    self.policy.attempts,
-                    reason,
-                    error_type(outcome),
-                    self._budget_available(),
-                ),
-            )
-
-    def _emit_finished(self, error: BaseException | None) -> None:
-        hooks = self.dispatch.call_finished
-        if self.outcome == "success":
-            error_type = None
-        elif error is not None:
-            error_type = type(error).__qualname__
-        else:
-            error_type = None if self.status is None else str(self.status)
-        retrier = self.retrier
-        now = retrier._clock.now()
-        budget_available = None
-        # Reading the budget folds its lock-free success count under a lock: worth it on every
-        # call that retried, and at most once a second on the success path so the gauge still
-        # shows the bucket refilling.
-        if self.budget is not None and (
-            self.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
-        ):
-            retrier._budget_reported_at = now
-            budget_available = self.budget.available()
-        Dispatch.emit(
-            hooks,
-            CallFinished(
-                self.policy.name,
-                self.target,
-                self.operation,
-                self.outcome,
-                self.state.attempt,
-                now - self.state.started_at,
-                error_type,
-                self.status,
-                error,
-                budget_available,
-            ),
-        )
-
-    def _budget_available(self) -> float | None:
-        budget = self.budget
-        return None if budget is None else budget.available()
+            reports.retry_denied(self, hooks, reason, outcome)

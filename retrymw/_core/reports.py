@@ -1,0 +1,173 @@
+"""What a `CallRun` tells the instruments: each event built from the run's state.
+
+Called by `run` only when an instrument listens for that event (the hook table is not empty),
+so a call nobody observes builds none of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .endings import error_type
+from .events import (
+    AttemptFinished,
+    AttemptOutcome,
+    AttemptStarted,
+    CallFinished,
+    CallStarted,
+    Outcome,
+    RetryDenied,
+    RetryReason,
+    RetryScheduled,
+)
+from .instruments import Dispatch, Hook, Scopes
+
+if TYPE_CHECKING:
+    from .run import CallRun
+
+__all__ = [
+    "attempt_finished",
+    "attempt_started",
+    "call_finished",
+    "call_started",
+    "retry_denied",
+    "retry_scheduled",
+]
+
+
+def call_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
+    """Announce the call; the scopes the instruments return wrap the whole call."""
+    policy = run.policy
+    return Dispatch.enter(
+        hooks, CallStarted(policy.name, run.target, run.operation, policy.attempts, run.request)
+    )
+
+
+def attempt_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
+    """Announce the attempt ``run.state.attempt``; its scopes wrap the attempt."""
+    policy = run.policy
+    return Dispatch.enter(
+        hooks,
+        AttemptStarted(
+            policy.name,
+            run.target,
+            run.operation,
+            run.state.attempt,
+            policy.attempts,
+            run.request,
+        ),
+    )
+
+
+def attempt_finished(
+    run: CallRun,
+    hooks: tuple[Hook, ...],
+    outcome: Outcome,
+    now: float,
+    matched: bool,
+    retry: bool,
+) -> None:
+    """Report the attempt that produced ``outcome``: a success, retried, or failed for good."""
+    error = outcome.exception
+    attempt_outcome: AttemptOutcome = (
+        "success" if not matched and error is None else "retried" if retry else "failed"
+    )
+    Dispatch.emit(
+        hooks,
+        AttemptFinished(
+            run.policy.name,
+            run.target,
+            run.operation,
+            run.state.attempt,
+            attempt_outcome,
+            now - run.attempt_started_at,
+            None if attempt_outcome == "success" else error_type(outcome),
+            outcome.status,
+            error,
+            run.result,
+        ),
+    )
+
+
+def retry_scheduled(
+    run: CallRun, hooks: tuple[Hook, ...], outcome: Outcome, delay: float
+) -> Scopes:
+    """Announce the wait of ``delay`` seconds before the next attempt; its scopes wrap it."""
+    policy = run.policy
+    return Dispatch.enter(
+        hooks,
+        RetryScheduled(
+            policy.name,
+            run.target,
+            run.operation,
+            run.state.attempt,
+            policy.attempts,
+            delay,
+            error_type(outcome),
+            outcome.retry_after,
+            outcome.exception,
+            _budget_available(run),
+            outcome.retry_after_header,
+        ),
+    )
+
+
+def retry_denied(
+    run: CallRun, hooks: tuple[Hook, ...], reason: RetryReason, outcome: Outcome
+) -> None:
+    """Report that ``outcome`` gets no retry, for ``reason``."""
+    policy = run.policy
+    Dispatch.emit(
+        hooks,
+        RetryDenied(
+            policy.name,
+            run.target,
+            run.operation,
+            run.state.attempt,
+            policy.attempts,
+            reason,
+            error_type(outcome),
+            _budget_available(run),
+        ),
+    )
+
+
+def call_finished(run: CallRun, hooks: tuple[Hook, ...], error: BaseException | None) -> None:
+    """Report the call's end: its outcome, attempts, duration and the budget's tokens."""
+    if run.outcome == "success":
+        failure = None
+    elif error is not None:
+        failure = type(error).__qualname__
+    else:
+        failure = None if run.status is None else str(run.status)
+    retrier = run.retrier
+    now = retrier._clock.now()
+    budget_available = None
+    # Reading the budget folds its lock-free success count under a lock: worth it on every
+    # call that retried, and at most once a second on the success path so the gauge still
+    # shows the bucket refilling.
+    if run.budget is not None and (
+        run.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
+    ):
+        retrier._budget_reported_at = now
+        budget_available = run.budget.available()
+    Dispatch.emit(
+        hooks,
+        CallFinished(
+            run.policy.name,
+            run.target,
+            run.operation,
+            run.outcome,
+            run.state.attempt,
+            now - run.state.started_at,
+            failure,
+            run.status,
+            error,
+            budget_available,
+        ),
+    )
+
+
+def _budget_available(run: CallRun) -> float | None:
+    budget = run.budget
+    return None if budget is None else budget.available()
