@@ -1,4 +1,4 @@
-"""What a `CallRun` tells the instruments: each event built from the run's state.
+"""What a `ReportedCall` tells the instruments: each event built from the run's state.
 
 Called by `run` only when an instrument listens for that event (the hook table is not empty),
 so a call nobody observes builds none of them.
@@ -6,7 +6,7 @@ so a call nobody observes builds none of them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .endings import error_type
 from .events import (
@@ -14,6 +14,7 @@ from .events import (
     AttemptOutcome,
     AttemptStarted,
     CallFinished,
+    CallOutcome,
     CallStarted,
     Outcome,
     RetryDenied,
@@ -21,11 +22,14 @@ from .events import (
     RetryScheduled,
 )
 from .instruments import Dispatch, Hook, Scopes
+from .policy import CallState, RetryPolicy
+from .runtime import Runtime
 
 if TYPE_CHECKING:
-    from .run import CallRun
+    from .._protect.budget import RetryBudget
 
 __all__ = [
+    "ReportedCall",
     "attempt_finished",
     "attempt_started",
     "call_finished",
@@ -35,7 +39,23 @@ __all__ = [
 ]
 
 
-def call_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
+class ReportedCall(Protocol):
+    """What the reports read of a call: a `run.CallRun`."""
+
+    policy: RetryPolicy
+    target: str
+    operation: str
+    request: object
+    state: CallState
+    attempt_started_at: float
+    result: object
+    outcome: CallOutcome
+    status: int | None
+    retrier: Runtime
+    budget: RetryBudget | None
+
+
+def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
     """Announce the call; the scopes the instruments return wrap the whole call."""
     policy = run.policy
     return Dispatch.enter(
@@ -43,7 +63,7 @@ def call_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
     )
 
 
-def attempt_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
+def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
     """Announce the attempt ``run.state.attempt``; its scopes wrap the attempt."""
     policy = run.policy
     return Dispatch.enter(
@@ -60,7 +80,7 @@ def attempt_started(run: CallRun, hooks: tuple[Hook, ...]) -> Scopes:
 
 
 def attempt_finished(
-    run: CallRun,
+    run: ReportedCall,
     hooks: tuple[Hook, ...],
     outcome: Outcome,
     now: float,
@@ -90,7 +110,7 @@ def attempt_finished(
 
 
 def retry_scheduled(
-    run: CallRun, hooks: tuple[Hook, ...], outcome: Outcome, delay: float
+    run: ReportedCall, hooks: tuple[Hook, ...], outcome: Outcome, delay: float
 ) -> Scopes:
     """Announce the wait of ``delay`` seconds before the next attempt; its scopes wrap it."""
     policy = run.policy
@@ -113,7 +133,7 @@ def retry_scheduled(
 
 
 def retry_denied(
-    run: CallRun, hooks: tuple[Hook, ...], reason: RetryReason, outcome: Outcome
+    run: ReportedCall, hooks: tuple[Hook, ...], reason: RetryReason, outcome: Outcome
 ) -> None:
     """Report that ``outcome`` gets no retry, for ``reason``."""
     policy = run.policy
@@ -132,7 +152,7 @@ def retry_denied(
     )
 
 
-def call_finished(run: CallRun, hooks: tuple[Hook, ...], error: BaseException | None) -> None:
+def call_finished(run: ReportedCall, hooks: tuple[Hook, ...], error: BaseException | None) -> None:
     """Report the call's end: its outcome, attempts, duration and the budget's tokens."""
     if run.outcome == "success":
         failure = None
@@ -168,6 +188,6 @@ def call_finished(run: CallRun, hooks: tuple[Hook, ...], error: BaseException | 
     )
 
 
-def _budget_available(run: CallRun) -> float | None:
+def _budget_available(run: ReportedCall) -> float | None:
     budget = run.budget
     return None if budget is None else budget.available()
