@@ -1,4 +1,4 @@
-"""What a `ReportedCall` tells the instruments: each event built from the run's state.
+"""What a call tells the instruments: each event built from its `CallRun`'s state.
 
 Called by `run` only when an instrument listens for that event (the hook table is not empty),
 so a call nobody observes builds none of them.
