@@ -27,17 +27,17 @@ replaced. The unit ``"1"`` is avoided on purpose: translators disagree on it (``
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Literal
-
 from .._core.events import CircuitState
-from .._core.forks import ForkSafeLock
+
+# The machinery (MetricSpec, the name translation, label caps) is in `_specs`, re-exported.
+from ._specs import BoundedValues as BoundedValues
+from ._specs import Kind as Kind
+from ._specs import MetricSpec as MetricSpec
+from ._specs import prometheus_name as prometheus_name
 
 # The vocabulary (labels, attribute keys, span and event names) is in `_vocab`.
 from ._vocab import *  # noqa: F403 - re-exports the whole vocabulary
 from ._vocab import (
-    ATTRIBUTE_OF_LABEL,
     LABEL_ATTEMPT_OUTCOME,
     LABEL_CIRCUIT,
     LABEL_CIRCUIT_PREVIOUS_STATE,
@@ -84,39 +84,6 @@ ATTEMPT_DURATION_BUCKETS = (
 )
 #: One backoff sleep, from jittered milliseconds to the usual 30-60 s caps.
 BACKOFF_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-
-Kind = Literal["counter", "histogram", "gauge"]
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    """One metric of the contract, as both instruments create it.
-
-    Attributes:
-        prometheus: the exposed name (counters include ``_total``).
-        otel: the OTel instrument name.
-        kind: ``counter``, ``histogram`` or ``gauge``.
-        unit: the OTel unit (``s`` or an annotation such as ``{call}``).
-        labels: Prometheus label names, in order; `ATTRIBUTE_OF_LABEL` gives the OTel keys.
-        description: the help text.
-        buckets: histogram bucket upper bounds (``+Inf`` implied).
-        multiprocess_mode: how prometheus_client multiprocess mode merges a gauge's values.
-    """
-
-    prometheus: str
-    otel: str
-    kind: Kind
-    unit: str
-    labels: tuple[str, ...]
-    description: str
-    buckets: tuple[float, ...] | None = None
-    multiprocess_mode: str | None = None
-
-    @property
-    def attributes(self) -> tuple[str, ...]:
-        """The OTel attribute keys matching `labels`."""
-        return tuple(ATTRIBUTE_OF_LABEL[label] for label in self.labels)
-
 
 _CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
 
@@ -405,59 +372,3 @@ CIRCUIT_TRANSITION_PAIRS: tuple[tuple[CircuitState, CircuitState], ...] = (
 
 #: The OTel HTTP client semantic-convention metric, recorded per attempt on the HTTP path.
 HTTP_CLIENT_REQUEST_DURATION = "http.client.request.duration"
-
-_UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
-_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
-
-
-def prometheus_name(otel_name: str, unit: str, kind: Kind) -> str:
-    """Translate an OTel instrument to its Prometheus name, as the OTel exporters do.
-
-    Args:
-        otel_name: the instrument name, e.g. ``retrymw.retries.denied``.
-        unit: its unit; annotations in braces add no suffix.
-        kind: ``counter`` adds ``_total``.
-
-    Returns:
-        The exported metric name, e.g. ``retrymw_retries_denied_total``.
-    """
-    name = _INVALID.sub("_", otel_name)
-    unit = re.sub(r"\{[^}]*\}", "", unit)
-    suffix = _UNIT_SUFFIXES.get(unit, _INVALID.sub("_", unit))
-    if suffix and not name.endswith("_" + suffix):
-        name = f"{name}_{suffix}"
-    if kind == "counter" and not name.endswith("_total"):
-        name += "_total"
-    return name
-
-
-class BoundedValues:
-    """A label's set of admitted values: the first ``limit`` pass, later ones become ``overflow``.
-
-    Thread-safe; admitted values are never evicted, so a series never changes meaning.
-
-    Args:
-        limit: how many distinct values keep their own series.
-        overflow: the value reported for every later one.
-    """
-
-    __slots__ = ("_lock", "_seen", "limit", "overflow")
-
-    def __init__(self, limit: int, overflow: str) -> None:
-        self.limit = limit
-        self.overflow = overflow
-        self._seen: set[str] = set()
-        self._lock = ForkSafeLock()
-
-    def __call__(self, value: str) -> str:
-        """Return ``value`` if it is (or can be) admitted, else the overflow value."""
-        if value in self._seen:
-            return value
-        with self._lock:
-            if value in self._seen or len(self._seen) < self.limit:
-                self._seen.add(value)
-                return value
-        return self.overflow
-
-    def __len__(self) -> int:
-        return len(self._seen)
