@@ -53,7 +53,10 @@ def open_store(spec: str) -> Store:
     """``sqlite:/path`` or a Redis URL."""
     if spec.startswith("sqlite:"):
         return SQLiteStore(spec.removeprefix("sqlite:"))
-    return RedisStore(spec, namespace="tests")
+    # A generous timeout: these tests are about claims on a healthy store, and the suite runs
+    # under coverage on a loaded machine, where the 250 ms default can expire; a store that
+    # fails is taken for gone and the call goes on in memory (see `finish` in the tests).
+    return RedisStore(spec, namespace="tests", timeout="5s")
 
 
 def job(hold: float) -> None:
