@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from retrymw import (
     CircuitBreaker,
@@ -21,6 +23,7 @@ from retrymw import (
     RetryPolicy,
 )
 from retrymw.instrumentation import Instrument
+from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
 
 #: Virtual seconds each scripted attempt takes.
@@ -228,3 +231,14 @@ async def run_http_scenario(
             with pytest.raises(TransportCircuitOpenError):
                 await client.get(HTTP_URL)
     return upstream
+
+
+def fleet_samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+    """The fleet samples of ``registry``'s exposition: (sample name, fleet namespace) → value."""
+    text = generate_latest(registry).decode()
+    return {
+        (sample.name, sample.labels.get(names.LABEL_FLEET, "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("retrymw_fleet_")
+    }

@@ -1,7 +1,8 @@
 """The fleet's health as Prometheus metrics: members, degraded, sync age and lag, tokens leased.
 
-Against a real redis-server (two members of one namespace) and an unreachable store (degraded);
-under multiprocess mode in a child process.
+An unreachable store (degraded), and multiprocess mode in a child process against a real
+redis-server. Two members of one namespace are in test_otel_fleet.py, read through both
+exporters at once.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import CollectorRegistry
 
 from retrymw import RetryBudget
 from retrymw.fleet import RedisFleet
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
+from tests.instrumentation import fleet_samples
 from tests.redis_server import RedisServer, redis_server
 
 ROOT = Path(__file__).parents[2]
@@ -33,53 +34,13 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
         yield running
 
 
-def _samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
-    text = generate_latest(registry).decode()
-    return {
-        (sample.name, sample.labels.get(names.LABEL_FLEET, "")): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("retrymw_fleet_")
-    }
-
-
-def test_two_members_report_their_fleet(server: RedisServer) -> None:
-    registry = CollectorRegistry()
-    PrometheusInstrument(registry)
-    assert _samples(registry) == {}  # no fleet open: no series
-    fleets = [RedisFleet(server.url, namespace="shop", start=False) for _ in range(2)]
-    budgets = [RetryBudget() for _ in fleets]
-    try:
-        for fleet, budget in zip(fleets, budgets, strict=True):
-            fleet.attach(budget, target="db")
-        for _ in range(2):
-            for fleet in fleets:
-                assert fleet.sync()
-        spent = sum(budgets[0].try_acquire() for _ in range(5))
-        assert fleets[0].sync()
-        samples = _samples(registry)
-        leased = sum(fleet.statistics().tokens_leased for fleet in fleets)
-    finally:
-        for fleet in fleets:
-            fleet.close()
-    # Both members are one process here, one namespace: the worst view, the summed leases.
-    assert samples[names.FLEET_MEMBERS.prometheus, "shop"] == 2
-    assert samples[names.FLEET_DEGRADED.prometheus, "shop"] == 0
-    assert 0 <= samples[names.FLEET_SYNC_AGE.prometheus, "shop"] < 5
-    assert 0 < samples[names.FLEET_SYNC_LAG.prometheus, "shop"] < 1
-    assert spent >= 1  # leases follow demand: the first sync leases little
-    assert leased > 0
-    assert samples[names.FLEET_TOKENS_LEASED.prometheus, "shop"] == leased
-    assert _samples(registry) == {}  # closed fleets leave the exposition
-
-
 def test_an_unreachable_store_reads_degraded() -> None:
     registry = CollectorRegistry()
     PrometheusInstrument(registry)
     with RedisFleet("redis://127.0.0.1:1/0", namespace="{cart}", start=False) as fleet:
         fleet.attach(RetryBudget())
         assert not fleet.sync()
-        samples = _samples(registry)
+        samples = fleet_samples(registry)
     assert samples[names.FLEET_DEGRADED.prometheus, "(cart)"] == 1
     assert samples[names.FLEET_MEMBERS.prometheus, "(cart)"] == 0
     # Never synced: the view is as old as the fleet, so an alert on the age sees it.

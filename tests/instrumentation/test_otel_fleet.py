@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Gauge, InMemoryMetricReader, Sum
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import CollectorRegistry
 
 from retrymw import RetryBudget
 from retrymw.fleet import RedisFleet
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
+from tests.instrumentation import fleet_samples
 from tests.redis_server import RedisServer, redis_server
 
 
@@ -59,22 +59,13 @@ def _fleet_points(reader: InMemoryMetricReader) -> dict[tuple[str, str], Any]:
     return found
 
 
-def _prometheus(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
-    text = generate_latest(registry).decode()
-    return {
-        (sample.name, sample.labels.get(names.LABEL_FLEET, "")): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("retrymw_fleet_")
-    }
-
-
 def test_two_members_report_their_fleet(server: RedisServer, reader: InMemoryMetricReader) -> None:
     """Two members of one namespace in a process: the worst view and the summed leases, the
     same figures as the Prometheus exposition, and no series once the fleets are closed."""
     registry = CollectorRegistry()
     PrometheusInstrument(registry)
     assert _fleet_points(reader) == {}  # no fleet open: no series
+    assert fleet_samples(registry) == {}
     fleets = [RedisFleet(server.url, namespace="shop", start=False) for _ in range(2)]
     budgets = [RetryBudget() for _ in fleets]
     try:
@@ -86,7 +77,7 @@ def test_two_members_report_their_fleet(server: RedisServer, reader: InMemoryMet
         spent = sum(budgets[0].try_acquire() for _ in range(5))
         assert fleets[0].sync()
         points = _fleet_points(reader)
-        exposition = _prometheus(registry)
+        exposition = fleet_samples(registry)
         leased = sum(fleet.statistics().tokens_leased for fleet in fleets)
     finally:
         for fleet in fleets:
@@ -100,7 +91,10 @@ def test_two_members_report_their_fleet(server: RedisServer, reader: InMemoryMet
     assert points[names.FLEET_TOKENS_LEASED.otel, "shop"].value == leased
     for spec in (names.FLEET_MEMBERS, names.FLEET_DEGRADED, names.FLEET_TOKENS_LEASED):
         assert points[spec.otel, "shop"].value == exposition[spec.prometheus, "shop"]
+    assert 0 <= exposition[names.FLEET_SYNC_AGE.prometheus, "shop"] < 5
+    assert 0 < exposition[names.FLEET_SYNC_LAG.prometheus, "shop"] < 1
     assert _fleet_points(reader) == {}  # closed fleets: nothing observed
+    assert fleet_samples(registry) == {}  # and nothing exposed
 
 
 def test_an_unreachable_store_reads_degraded(reader: InMemoryMetricReader) -> None:
