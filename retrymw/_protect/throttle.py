@@ -74,7 +74,12 @@ from .._core.forks import after_fork_in_child
 from .settings import bounded_duration, shown
 from .windows import TimeWindow
 
-__all__ = ["AdaptiveThrottle", "AdaptiveThrottleStatistics"]
+__all__ = ["OVERLOAD_STATUSES", "AdaptiveThrottle", "AdaptiveThrottleStatistics"]
+
+#: The HTTP statuses of an explicit overload refusal: 429 Too Many Requests, 503 Service
+#: Unavailable, and Anthropic's 529 "overloaded". A failed attempt carrying one of them is
+#: evidence of load (`AdaptiveThrottle.record_failure` with ``overloaded=True``).
+OVERLOAD_STATUSES: frozenset[int] = frozenset({429, 503, 529})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ class AdaptiveThrottleStatistics:
         max_reject: the cap of ``reject_probability``.
         window: the trailing window in seconds.
         shed_in_window: S, attempts shed in the trailing window.
+        overloaded: O, the failures among ``requests`` that were explicit overload refusals.
+        overload_k: the accepts multiplier of the overload term.
     """
 
     name: str
@@ -104,6 +111,8 @@ class AdaptiveThrottleStatistics:
     max_reject: float
     window: float
     shed_in_window: int = 0
+    overloaded: int = 0
+    overload_k: float = 1.4
 
 
 @final
@@ -136,6 +145,7 @@ class AdaptiveThrottle:
         *,
         name: str = "default",
         k: float = 2.0,
+        overload_k: float = 1.4,
         window: Any = "10s",
         max_reject: float = 0.9,
         clock: Clock | None = None,
@@ -145,6 +155,7 @@ class AdaptiveThrottle:
             raise ConfigError("name", shown(name), "must be a non-empty string", '"payments"')
         self.name = name
         self._k = _number_in(k, "k", 1.0, math.inf, "2.0")
+        self._overload_k = _number_in(overload_k, "overload_k", 1.0, math.inf, "1.4")
         self._max_reject = _number_in(max_reject, "max_reject", 0.0, 1.0, "0.9")
         self._window_seconds = bounded_duration(window, "window", '"10s"')
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
@@ -152,6 +163,7 @@ class AdaptiveThrottle:
         self._lock = threading.Lock()
         self._window = TimeWindow(self._window_seconds)
         self._shed_window = TimeWindow(self._window_seconds)  # S: its calls are the shed ones
+        self._overload_window = TimeWindow(self._window_seconds)  # O: the overload refusals
         self._admitted = 0
         self._shed = 0
         self._pooled = (0, 0)  # other processes' requests and accepts (retrymw.fleet)
@@ -165,6 +177,7 @@ class AdaptiveThrottle:
         return AdaptiveThrottle(
             name=name,
             k=self._k,
+            overload_k=self._overload_k,
             window=self._window_seconds,
             max_reject=self._max_reject,
             clock=self._clock,
@@ -189,10 +202,18 @@ class AdaptiveThrottle:
         with self._lock:
             self._window.add(False, self._clock)
 
-    def record_failure(self) -> None:
-        """Record that an admitted attempt failed in a way worth retrying."""
+    def record_failure(self, *, overloaded: bool = False) -> None:
+        """Record that an admitted attempt failed in a way worth retrying.
+
+        Args:
+            overloaded: the dependency refused the attempt explicitly because it is overloaded
+                (a status in `OVERLOAD_STATUSES`); the overload term counts it, so load is shed
+                earlier than loss (a dead backend, a refused connection, a 500 or 502).
+        """
         with self._lock:
             self._window.add(True, self._clock)
+            if overloaded:
+                self._overload_window.add(False, self._clock)
 
     def release(self) -> None:
         """An admitted attempt ended without a verdict (cancelled): it counts nowhere."""
@@ -223,6 +244,8 @@ class AdaptiveThrottle:
                 max_reject=self._max_reject,
                 window=self._window_seconds,
                 shed_in_window=self._shed_window.calls,
+                overloaded=min(self._overload_window.calls, window.calls),
+                overload_k=self._overload_k,
             )
 
     def __repr__(self) -> str:
@@ -241,11 +264,20 @@ class AdaptiveThrottle:
         window, now = self._window, self._clock.now()
         window.expire(now)
         self._shed_window.expire(now)
+        overloaded = self._overload_window
+        overloaded.expire(now)
         pooled_requests, pooled_accepts = self._pooled
         requests = window.calls + pooled_requests
         if requests == 0:
             return 0.0
         excess = 1.0 - self._k * (window.calls - window.failures + pooled_accepts) / requests
+        if overloaded.calls and window.calls:
+            # The overload term: only explicit refusals count against the dependency, over
+            # this process's own counts (the fleet pools requests and accepts only). min():
+            # a refusal's two entries may straddle a slot edge, so O can outlive R by a slot.
+            own = window.calls
+            refused = min(overloaded.calls, own)
+            excess = max(excess, 1.0 - self._overload_k * (own - refused) / own)
         if excess <= 0.0:
             return 0.0
         attempts = requests + self._shed_window.calls
