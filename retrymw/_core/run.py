@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._protect.throttle import OVERLOAD_STATUSES
 from . import reports
 from .endings import OUTCOME_OF_REASON, ending_error, mark_final
 from .errors import CircuitOpenError, LoadShedError
@@ -196,12 +197,7 @@ class CallRun:
         matched = delay is not None or reason is not None
         if self.admitted:
             self.admitted = False
-            for guard in (self.breaker, self.throttle):
-                if guard is not None:
-                    if matched:
-                        guard.record_failure()
-                    else:
-                        guard.record_success()
+            self._report_verdict(matched, outcome)
         if delay is not None:
             if self.breaker is not None and self.breaker.state == "open":
                 delay, reason = None, "circuit_open"
@@ -300,6 +296,30 @@ class CallRun:
             status = status_of(result) if matcher is not None and matcher.uses_results else None
         # The tuple built directly: half the cost of the NamedTuple's generated __new__.
         return _new_outcome(Outcome, (attempt, elapsed, error, result, status, None, None, None))
+
+    def _report_verdict(self, failed: bool, outcome: Outcome) -> None:
+        """Tell the breaker and the throttle the admitted attempt's verdict.
+
+        The throttle also learns whether a failure was an explicit overload refusal (a status
+        in `OVERLOAD_STATUSES`): evidence of load, where a refused connection or a 502 is
+        evidence of loss. The status is read here, only for a failure and a throttle, since
+        `_outcome` reads it lazily (for matchers and listeners).
+        """
+        breaker, throttle = self.breaker, self.throttle
+        if breaker is not None:
+            if failed:
+                breaker.record_failure()
+            else:
+                breaker.record_success()
+        if throttle is not None:
+            if not failed:
+                throttle.record_success()
+                return
+            status = outcome.status
+            if status is None:
+                error = outcome.exception
+                status = status_of(error if error is not None else outcome.result)
+            throttle.record_failure(overloaded=status in OVERLOAD_STATUSES)
 
     def _refuse(self, reason: RetryReason, error: Exception) -> None:
         """A breaker or throttle refused the next attempt: end the call for ``reason``."""
