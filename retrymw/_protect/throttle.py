@@ -256,32 +256,36 @@ class AdaptiveThrottle:
         )
 
     def _probability(self) -> float:
-        """The SRE formula over the trailing window (the caller holds the lock).
+        """The SRE formula over the trailing window, and the overload term (the caller holds
+        the lock).
 
         ``(R' - k A') / (R' + 1)`` with R' = R + S and A' = A R' / R (the module documentation
-        says why), computed as ``(1 - k A / R) R' / (R' + 1)``.
+        says why), computed as ``(1 - k A / R) R' / (R' + 1)``; the overload term is the same at
+        ``overload_k`` with ``R - O`` in place of A, over this process's own counts.
         """
         window, now = self._window, self._clock.now()
         window.expire(now)
-        self._shed_window.expire(now)
+        shed = self._shed_window
+        shed.expire(now)
         overloaded = self._overload_window
         overloaded.expire(now)
         pooled_requests, pooled_accepts = self._pooled
-        requests = window.calls + pooled_requests
-        if requests == 0:
-            return 0.0
-        excess = 1.0 - self._k * (window.calls - window.failures + pooled_accepts) / requests
-        if overloaded.calls and window.calls:
-            # The overload term: only explicit refusals count against the dependency, over
-            # this process's own counts (the fleet pools requests and accepts only). min():
-            # a refusal's two entries may straddle a slot edge, so O can outlive R by a slot.
-            own = window.calls
+        own = window.calls
+        requests = own + pooled_requests
+        probability = 0.0
+        if requests:
+            excess = 1.0 - self._k * (own - window.failures + pooled_accepts) / requests
+            attempts = requests + shed.calls
+            probability = excess * attempts / (attempts + 1)
+        if overloaded.calls and own:
+            # Only explicit refusals count against the dependency here, over this process's
+            # own counts (the fleet pools requests and accepts only). min(): a refusal's two
+            # entries may straddle a slot edge, so O can outlive R by a slot.
             refused = min(overloaded.calls, own)
-            excess = max(excess, 1.0 - self._overload_k * (own - refused) / own)
-        if excess <= 0.0:
-            return 0.0
-        attempts = requests + self._shed_window.calls
-        return min(self._max_reject, excess * attempts / (attempts + 1))
+            excess = 1.0 - self._overload_k * (own - refused) / own
+            attempts = own + shed.calls
+            probability = max(probability, excess * attempts / (attempts + 1))
+        return min(self._max_reject, max(0.0, probability))
 
 
 def _number_in(value: Any, field: str, low: float, high: float, example: str) -> float:

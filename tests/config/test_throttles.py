@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from retrymw import AdaptiveThrottle, ConfigError, LoadShedError, load_config
+from retrymw.cli._check import check_data
 from retrymw.httpx import TransportLoadShedError
 from retrymw.testing import instant
 
@@ -64,6 +65,8 @@ def test_a_configured_throttle_sheds_a_dead_dependency() -> None:
         pytest.param({"kk": 2.0}, "throttles.search.kk", id="unknown-option"),
         pytest.param({"window": 10}, "throttles.search.window", id="bare-number-window"),
         pytest.param({"max_reject": 2.0}, "throttles.search", id="out-of-range"),
+        pytest.param({"overload_k": 0.5}, "throttles.search", id="overload-k-below-one"),
+        pytest.param({"overload_k": "high"}, "throttles.search", id="overload-k-not-a-number"),
         pytest.param({"clock": "now"}, "throttles.search.clock", id="clock-is-code-not-data"),
     ],
 )
@@ -85,3 +88,17 @@ def test_throttles_in_a_yaml_file(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.throttles["search"]["k"] == 3.0
     assert config.retrier("search").throttle is config.throttle("search")
+
+
+def test_overload_k_is_a_throttle_option_and_check_validates_it() -> None:
+    """throttles.<name>.overload_k sets the overload term's multiplier; `retrymw check` accepts
+    it and reports a bad one by its path, with the value and an example."""
+    config = load_config({"throttles": {"search": {"overload_k": 1.2}}})
+    assert config.throttle("search").statistics().overload_k == 1.2
+    assert load_config({"throttles": {"search": {}}}).throttle("search").statistics().overload_k
+    assert check_data({"throttles": {"search": {"overload_k": 1.2}}}).errors == []
+    bad = check_data({"throttles": {"search": {"overload_k": 0.5}}})
+    assert len(bad.errors) == 1
+    message = bad.errors[0].message
+    assert message.startswith("throttles.search.overload_k")
+    assert "got 0.5, expected e.g. 1.4" in message

@@ -137,17 +137,21 @@ def test_max_reject_zero_never_sheds(clock: FakeClock) -> None:
 
 def test_clone_copies_settings_not_history(clock: FakeClock) -> None:
     """A clone has the template's settings and clock, its own name, and no verdicts."""
-    template = AdaptiveThrottle(name="api", clock=clock, k=1.5, window="5s", max_reject=0.5)
+    template = AdaptiveThrottle(
+        name="api", clock=clock, k=1.5, overload_k=1.2, window="5s", max_reject=0.5
+    )
     feed(template, 0, 10)
+    template.record_failure(overloaded=True)
     clone = template.clone("api:host")
     stats = clone.statistics()
-    assert (stats.name, stats.requests, stats.k, stats.window, stats.max_reject) == (
+    assert (stats.name, stats.requests, stats.overloaded, stats.k, stats.overload_k) == (
         "api:host",
         0,
+        0,
         1.5,
-        5.0,
-        0.5,
+        1.2,
     )
+    assert (stats.window, stats.max_reject) == (5.0, 0.5)
     feed(clone, 0, 10)
     clock.advance(6)
     assert clone.statistics().requests == 0  # reads the shared clock
@@ -188,6 +192,9 @@ def test_load_shed_error_is_a_retrymw_error() -> None:
         pytest.param({"k": float("inf")}, "k", id="infinite-k"),
         pytest.param({"k": True}, "k", id="bool-k"),
         pytest.param({"k": 10**5000}, "k", id="huge-k"),
+        pytest.param({"overload_k": 0.9}, "overload_k", id="overload-k-below-one"),
+        pytest.param({"overload_k": float("nan")}, "overload_k", id="nan-overload-k"),
+        pytest.param({"overload_k": "1.4"}, "overload_k", id="string-overload-k"),
         pytest.param({"max_reject": 1.5}, "max_reject", id="max-reject-above-one"),
         pytest.param({"max_reject": "0.9"}, "max_reject", id="string-max-reject"),
         pytest.param({"window": "100us"}, "window", id="sub-ms-window"),
@@ -276,21 +283,34 @@ class ThrottleMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.throttle = AdaptiveThrottle(clock=self.clock)
         self.max_reject = 0.9
-        self.k = 2.0
+        self.k, self.overload_k = 2.0, 1.4
         self.admitted = self.shed = 0
 
     @initialize(
-        k=st.floats(1.0, 5.0), max_reject=st.floats(0.0, 1.0), window=st.sampled_from([1, 10])
+        k=st.floats(1.0, 5.0),
+        overload_k=st.floats(1.0, 5.0),
+        max_reject=st.floats(0.0, 1.0),
+        window=st.sampled_from([1, 10]),
     )
-    def configure(self, k: float, max_reject: float, window: int) -> None:
+    def configure(self, k: float, overload_k: float, max_reject: float, window: int) -> None:
         self.throttle = AdaptiveThrottle(
-            clock=self.clock, k=k, max_reject=max_reject, window=window, rng=random.Random(0)
+            clock=self.clock,
+            k=k,
+            overload_k=overload_k,
+            max_reject=max_reject,
+            window=window,
+            rng=random.Random(0),
         )
-        self.k, self.max_reject = k, max_reject
+        self.k, self.overload_k, self.max_reject = k, overload_k, max_reject
 
     @rule(accepted=st.integers(0, 20), failed=st.integers(0, 20))
     def verdicts(self, accepted: int, failed: int) -> None:
         feed(self.throttle, accepted, failed)
+
+    @rule(refused=st.integers(0, 20))
+    def overload_refusals(self, refused: int) -> None:
+        for _ in range(refused):
+            self.throttle.record_failure(overloaded=True)
 
     @rule(count=st.integers(1, 20))
     def attempts(self, count: int) -> None:
@@ -308,13 +328,19 @@ class ThrottleMachine(RuleBasedStateMachine):
     def in_range(self) -> None:
         stats = self.throttle.statistics()
         assert 0 <= stats.accepts <= stats.requests
+        assert 0 <= stats.overloaded <= stats.requests - stats.accepts
         assert 0 <= stats.shed_in_window <= stats.shed
         assert 0.0 <= stats.reject_probability <= self.max_reject
         expected = 0.0
-        if stats.requests:  # the SRE formula over R' = R + S and A' = A R' / R
+        if stats.requests:  # the SRE formula over R' = R + S and A' = A R' / R, and the
+            # overload term: the same at overload_k, with only O counted as not accepted
             attempts = stats.requests + stats.shed_in_window
             accepts = stats.accepts * attempts / stats.requests
             expected = max(0.0, (attempts - self.k * accepts) / (attempts + 1))
+            if stats.overloaded:
+                answered = (stats.requests - stats.overloaded) * attempts / stats.requests
+                overload = (attempts - self.overload_k * answered) / (attempts + 1)
+                expected = max(expected, overload)
         assert stats.reject_probability == pytest.approx(min(self.max_reject, expected))
         assert (stats.admitted, stats.shed) == (self.admitted, self.shed)
 
@@ -327,33 +353,44 @@ TestThrottleMachine.settings = settings(max_examples=60, stateful_step_count=40,
 @given(
     accepted=st.integers(0, 10_000),
     failed=st.integers(0, 10_000),
+    refused=st.integers(0, 10_000),
     k=st.floats(1.0, 100.0),
+    overload_k=st.floats(1.0, 100.0),
     cap=st.floats(0.0, 1.0),
 )
 def test_probability_never_leaves_its_range(
-    accepted: int, failed: int, k: float, cap: float
+    accepted: int, failed: int, refused: int, k: float, overload_k: float, cap: float
 ) -> None:
-    """However many verdicts, 0 <= p <= max_reject."""
-    throttle = AdaptiveThrottle(clock=FakeClock(), k=k, max_reject=cap)
+    """However many verdicts and overload refusals, 0 <= p <= max_reject."""
+    throttle = AdaptiveThrottle(clock=FakeClock(), k=k, overload_k=overload_k, max_reject=cap)
     feed(throttle, accepted, failed)
+    for _ in range(refused):
+        throttle.record_failure(overloaded=True)
     assert 0.0 <= throttle.reject_probability() <= cap
+    assert throttle.statistics().overloaded == refused
 
 
 def test_threads_lose_no_verdict_and_decide_exactly(clock: FakeClock) -> None:
-    """Eight threads admitting and recording at once: every decision and verdict is counted."""
+    """Eight threads admitting and recording at once: every decision and verdict is counted,
+    overload refusals among the failures too."""
     throttle = AdaptiveThrottle(clock=clock, window="24h", rng=random.Random(0))
     feed(throttle, 0, 200)  # shedding at 0.9 from the start, so both branches race
     barrier = threading.Barrier(8)
-    admitted: list[int] = []
+    tallies: list[tuple[int, int, int]] = []
 
     def work() -> None:
         barrier.wait()
-        mine = 0
+        mine = accepted = refused = 0
         for index in range(2_000):
             if throttle.allow_request():
                 mine += 1
-                (throttle.record_failure if index % 2 else throttle.record_success)()
-        admitted.append(mine)
+                if index % 2 == 0:
+                    throttle.record_success()
+                    accepted += 1
+                else:
+                    throttle.record_failure(overloaded=index % 4 == 1)
+                    refused += index % 4 == 1
+        tallies.append((mine, accepted, refused))
 
     threads = [threading.Thread(target=work) for _ in range(8)]
     for thread in threads:
@@ -362,5 +399,7 @@ def test_threads_lose_no_verdict_and_decide_exactly(clock: FakeClock) -> None:
         thread.join()
     stats = throttle.statistics()
     assert stats.admitted + stats.shed == 16_000
-    assert stats.admitted == sum(admitted) == stats.requests - 200
+    assert stats.admitted == sum(t[0] for t in tallies) == stats.requests - 200
+    assert stats.accepts == sum(t[1] for t in tallies)
+    assert stats.overloaded == sum(t[2] for t in tallies) > 0
     assert 0 < stats.shed < 16_000
