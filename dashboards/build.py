@@ -65,14 +65,13 @@ INBOUND = CIRCUIT
 #: Calls refused before any attempt: they are not part of amplification, latency or attempts.
 REFUSED = 'retrymw_outcome=~"circuit_open|shed"'
 SUCCESS = 'retrymw_outcome="success"'
-#: The attempts-per-call bucket of calls that made one attempt (prometheus_client's "1.0").
-FIRST_TRY = 'le="1.0"'
 BUDGET_DENIALS = 'retrymw_reason=~"throttled|budget_exhausted"'
 RETRIED = 'retrymw_attempt_outcome="retried"'
 ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
 #: Calls and attempts are counted by the duration histograms' ``_count`` (no counters since
 #: issue 18; same labels, the attempts one with ``error_type``).
 CALLS = names.count_of(names.CALL_DURATION)
+ATTEMPTS_PER_CALL = names.CALL_ATTEMPTS.prometheus
 ATTEMPTS = names.count_of(names.ATTEMPT_DURATION)
 #: The stat row's window: the one the alerts and recording rules use.
 STAT_WINDOW = "5m"
@@ -109,14 +108,27 @@ def retry_ratio(window: str, by: str = "") -> str:
 
 
 def rescued(window: str, by: str = "") -> str:
-    """Calls/s that succeeded after at least one retry: successes minus first-try successes.
+    """Calls/s that succeeded after at least one retry.
 
-    From the attempts-per-call histogram: its ``_count`` for outcome success is every success,
-    its ``le="1.0"`` bucket those that needed a single attempt.
+    The attempts-per-call histogram observes only calls that made other than one attempt
+    (issue 18: one attempt is the rule, and the call histogram's ``_count`` counts it), so its
+    ``_count`` for outcome success is exactly the successes that needed a retry.
     """
-    every = rate("retrymw_call_attempts_count", SUCCESS, window=window, by=by)
-    first_try = rate("retrymw_call_attempts_bucket", SUCCESS, FIRST_TRY, window=window, by=by)
-    return f"{every}\n-\n{first_try}"
+    return rate(ATTEMPTS_PER_CALL + "_count", SUCCESS, window=window, by=by)
+
+
+def attempts_per_call_buckets(window: str) -> str:
+    """Admitted calls by attempts made, cumulative by ``le``, over ``window``.
+
+    The histogram leaves out calls that made exactly one attempt: they are the call
+    histogram's count less its own, and every bucket (the lowest is ``le="1.0"``) includes them.
+    """
+
+    def increase(metric: str, by: str = "") -> str:
+        return rate(metric, ADMITTED, window=window, by=by).replace("rate(", "increase(", 1)
+
+    one_attempt = f"{increase(CALLS)} - {increase(ATTEMPTS_PER_CALL + '_count')}"
+    return f"{increase(ATTEMPTS_PER_CALL + '_bucket', by='le')}\n+ scalar({one_attempt})"
 
 
 def inbound_retry_share(window: str) -> str:
@@ -497,12 +509,9 @@ def slowness(layout: Layout) -> list[Builder[Any]]:
         .display_mode(common_model.BarGaugeDisplayMode.GRADIENT)
         .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
         .with_target(
-            instant(
-                rate("retrymw_call_attempts_bucket", ADMITTED, window="$__range", by="le").replace(
-                    "rate(", "increase(", 1
-                ),
-                "{{le}}",
-            ).format(prom_model.PromQueryFormat.HEATMAP)
+            instant(attempts_per_call_buckets("$__range"), "{{le}}").format(
+                prom_model.PromQueryFormat.HEATMAP
+            )
         ),
     ]
 

@@ -297,11 +297,22 @@ def test_saturation_panels_pair_each_gauge_with_its_limit():
 
 
 def test_rescued_calls_are_successes_after_more_than_one_attempt():
-    """Rescued = successful calls minus those that needed one attempt (histogram le=1.0)."""
+    """Rescued = the attempts histogram's successes: it observes only calls that made other
+    than one attempt, and a success made at least one."""
     expr = _panel("Calls rescued by retries")["targets"][0]["expr"]
-    assert "retrymw_call_attempts_count{" in expr
-    assert re.search(r'retrymw_call_attempts_bucket\{[^}]*le="1\.0"', expr)
-    assert expr.count('retrymw_outcome="success"') == 2
+    assert re.search(r'retrymw_call_attempts_count\{[^}]*retrymw_outcome="success"', expr)
+    assert "_bucket" not in expr
+
+
+def test_the_attempts_distribution_adds_back_the_calls_of_one_attempt():
+    """Every cumulative bucket gains the admitted calls the attempts histogram leaves out (the
+    call histogram's count less its own): without them le=1 would read 0."""
+    expr = _panel("Attempts per admitted call distribution")["targets"][0]["expr"]
+    bucket, one_attempt = expr.split("+ scalar(")
+    assert "increase(retrymw_call_attempts_bucket{" in bucket
+    assert "by (le)" in bucket
+    assert "increase(retrymw_call_duration_seconds_count{" in one_attempt
+    assert "- sum (increase(retrymw_call_attempts_count{" in one_attempt
 
 
 def test_the_inbound_retry_share_sits_beside_outbound_amplification():

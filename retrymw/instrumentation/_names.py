@@ -104,7 +104,8 @@ CALL_ATTEMPTS = MetricSpec(
     "histogram",
     "{attempt}",
     _CALL_LABELS,
-    "Attempts made per logical call (0 when the circuit rejected it).",
+    "Attempts made per logical call, observed only for calls that made other than one "
+    "(retried; 0 when refused): one-attempt calls are the call histogram's count less this one's.",
     CALL_ATTEMPTS_BUCKETS,
 )
 ATTEMPT_DURATION = MetricSpec(

@@ -259,10 +259,10 @@ def _attempt(outcome: str, error: str = "") -> Record:
 
 
 def _call(outcome: str, attempts: int) -> list[Record]:
-    return [
-        ("retrymw_call_duration_seconds", (POLICY, "fetch", outcome), ANY),
-        ("retrymw_call_attempts", (POLICY, "fetch", outcome), attempts),
-    ]
+    records: list[Record] = [("retrymw_call_duration_seconds", (POLICY, "fetch", outcome), ANY)]
+    if attempts != 1:  # one attempt is the call histogram's _count less the attempts' _count
+        records.append(("retrymw_call_attempts", (POLICY, "fetch", outcome), attempts))
+    return records
 
 
 _BACKOFF: Record = ("retrymw_backoff_duration_seconds", (POLICY, "fetch"), ANY)
@@ -270,7 +270,7 @@ _RETRIED = _attempt("retried", "ConnectionError")
 
 #: What each case records through `PrometheusInstrument`, in order.
 _PROMETHEUS_RECORDS: dict[str, list[Record]] = {
-    # The metrics-only fast path: three observations, no counter.
+    # The metrics-only fast path: two observations, no counter.
     "success at once": [_attempt("success"), *_call("success", 1)],
     "retried success": [
         *(_RETRIED, _BACKOFF) * 2,
@@ -331,7 +331,8 @@ _BUDGET = "retrymw.retry_budget.available"
 
 #: The OTel instruments each case records into, and how many calls and attempts they count.
 _OTEL_RECORDS: dict[str, tuple[set[str], int, int]] = {
-    "success at once": ({*_TRIMMED, _BUDGET}, 1, 1),
+    # One attempt: no retrymw.call.attempts record (the call's count says it).
+    "success at once": ({"retrymw.call.duration", "retrymw.attempt.duration", _BUDGET}, 1, 1),
     "retried success": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration"}, 1, 3),
     "exhausted": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration", "retrymw.retries.denied"}, 1, 3),
     # No attempt, so no budget reading either.

@@ -101,12 +101,15 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
     ``tokens`` is what the retry budget holds at the end (its algorithm is tested elsewhere).
     """
 
-    def call(outcome: str, count: int, seconds: float, attempts: int) -> Series:
+    def call(outcome: str, seconds: float, *attempts: int) -> Series:
+        """``len(attempts)`` calls; the attempts histogram observes those that made other than
+        one attempt (its series exists from the outcome's first call, at 0 until then)."""
+        other = [count for count in attempts if count != 1]
         return {
-            ("retrymw_call_duration_seconds_count", P, t, outcome): count,
+            ("retrymw_call_duration_seconds_count", P, t, outcome): len(attempts),
             ("retrymw_call_duration_seconds_sum", P, t, outcome): seconds,
-            ("retrymw_call_attempts_count", P, t, outcome): count,
-            ("retrymw_call_attempts_sum", P, t, outcome): attempts,
+            ("retrymw_call_attempts_count", P, t, outcome): len(other),
+            ("retrymw_call_attempts_sum", P, t, outcome): sum(other),
         }
 
     def attempts(outcome: str, count: int) -> Series:
@@ -131,19 +134,19 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
     circuit = "db"  # the breaker is used as given: its own name, no ":<target>" suffix
     return {
         "success_first_try": {
-            **call("success", 1, 0.25, 1),
+            **call("success", 0.25, 1),
             **attempts("success", 1),
             **budget(tokens),
         },
         "success_after_2_retries": {
-            **call("success", 1, 3.75, 3),
+            **call("success", 3.75, 3),
             **attempts("retried", 2),
             **attempts("success", 1),
             **backoff(1.0, 2.0),
             **budget(tokens),
         },
         "exhausted": {
-            **call("exhausted", 1, 3.75, 3),
+            **call("exhausted", 3.75, 3),
             **attempts("retried", 2),
             **attempts("failed", 1),
             **backoff(1.0, 2.0),
@@ -151,7 +154,7 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
             **budget(tokens),
         },
         "budget_exhausted": {
-            **call("budget_exhausted", 1, 1.5, 2),
+            **call("budget_exhausted", 1.5, 2),
             **attempts("retried", 1),
             **attempts("failed", 1),
             **backoff(1.0),
@@ -159,14 +162,14 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
             **budget(tokens),
         },
         "throttled": {
-            **call("throttled", 1, 0.25, 1),
+            **call("throttled", 0.25, 1),
             **attempts("failed", 1),
             **denied("throttled"),
             **budget(tokens),
         },
         "circuit_open": {
             # One call opened the circuit (its retry denied), the next was rejected: 0 attempts.
-            **call("circuit_open", 2, 0.25, 1),
+            **call("circuit_open", 0.25, 1, 0),
             **attempts("failed", 1),
             **denied("circuit_open"),
             **budget(tokens),
@@ -180,13 +183,13 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
             ("retrymw_circuit_state", circuit, "half_open"): 0,
         },
         "not_idempotent": {
-            **call("failure", 1, 0.25, 1),
+            **call("failure", 0.25, 1),
             **attempts("failed", 1),
             **denied("not_idempotent"),
             **budget(tokens),
         },
         "retry_after_too_long": {
-            **call("failure", 1, 0.25, 1),
+            **call("failure", 0.25, 1),
             **attempts("failed", 1),
             **denied("retry_after_exceeds_limit"),
             **budget(tokens),
@@ -230,9 +233,11 @@ async def test_attempts_per_call_use_the_design_buckets(
 async def test_circuit_rejection_counts_zero_attempts(
     registry: CollectorRegistry, clock: FakeClock
 ) -> None:
-    """A call the breaker rejects observes 0 attempts, in the lowest bucket."""
+    """A call the breaker rejects observes 0 attempts, in the lowest bucket; the call that
+    opened the circuit made its one attempt and is counted by the call histogram alone."""
     await run_scenario("circuit_open", clock, [PrometheusInstrument(registry)])
-    assert buckets(registry, "retrymw_call_attempts", P, T, "circuit_open")[1] == 2
+    assert buckets(registry, "retrymw_call_attempts", P, T, "circuit_open")[1] == 1
+    assert samples(registry)["retrymw_call_attempts_sum", P, T, "circuit_open"] == 0
 
 
 async def test_instruments_on_one_registry_share_the_collectors(

@@ -44,6 +44,7 @@ from .support import (
     _ProviderWatch,
     _record_exception,
     _Scope,
+    _without_exemplar,
 )
 
 __all__ = ["OpenTelemetryInstrument"]
@@ -109,6 +110,7 @@ class OpenTelemetryInstrument(Instrument):
         self._call_duration = _histogram(meter, names.CALL_DURATION)
         self._call_attempts = _histogram(meter, names.CALL_ATTEMPTS)
         self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
+        self._lone_attempt = _without_exemplar(self._attempt_duration)
         self._backoff = _histogram(meter, names.BACKOFF_DURATION)
         self._denied = meter.create_counter(*_args(names.RETRIES_DENIED))
         self._budget = meter.create_gauge(*_args(names.RETRY_BUDGET_AVAILABLE))
@@ -230,8 +232,13 @@ class OpenTelemetryInstrument(Instrument):
             base[names.ATTR_ATTEMPT_OUTCOME] = event.attempt_outcome
             if event.error_type is not None:  # absent on success, as the semconv asks
                 base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
-            self._attempt_duration.record(event.duration, base)
             http = self._http_attributes.get()
+            if http is None and event.attempt == 1 and event.attempt_outcome != "retried":
+                # A call's only attempt, outside HTTP: the span current is the call's, whose
+                # exemplar the call's record carries already.
+                self._attempt_duration.record(event.duration, base, **self._lone_attempt)
+            else:
+                self._attempt_duration.record(event.duration, base)
             if http is not None:
                 self._http_attributes.set(None)
                 if event.status is not None:
@@ -353,7 +360,8 @@ class OpenTelemetryInstrument(Instrument):
                 self._budget.set(event.budget_available, attributes)
             attributes[names.ATTR_OUTCOME] = event.outcome
             self._call_duration.record(event.duration, attributes)
-            self._call_attempts.record(event.attempts, attributes)
+            if event.attempts != 1:  # one attempt is the rule: the call count less this count
+                self._call_attempts.record(event.attempts, attributes)
         scope = self._call.get()
         if scope is None or not scope.span.is_recording():
             return

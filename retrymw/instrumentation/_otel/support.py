@@ -7,6 +7,7 @@ Imported by `_otel.instrument` only after it has checked that opentelemetry-api 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import sys
 import time
@@ -214,6 +215,20 @@ def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogra
     return meter.create_histogram(
         *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
     )
+
+
+def _without_exemplar(histogram: metrics.Histogram) -> dict[str, Any]:
+    """Keyword arguments for ``histogram.record`` that keep the SDK from taking an exemplar.
+
+    An empty context has no span for the SDK's trace-based exemplar filter to sample. Used
+    where the exemplar would repeat another record's: offering it cost about 2 µs. Empty (the
+    current context applies) on an API whose ``record`` takes no ``context`` (before 1.28).
+    """
+    try:
+        takes_context = "context" in inspect.signature(histogram.record).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a C-level record has no signature
+        takes_context = False
+    return {"context": Context()} if takes_context else {}
 
 
 def _observe_fleet(meter: metrics.Meter) -> None:

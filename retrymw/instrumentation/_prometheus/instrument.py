@@ -112,7 +112,8 @@ class PrometheusInstrument(Instrument):
         if children is None:
             children = metrics.call(*key)
         _observe(children[0], names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
-        children[1].observe(event.attempts)  # exemplars go on the latency histograms only
+        if event.attempts != 1:  # one attempt is the rule: the call _count less this _count
+            children[1].observe(event.attempts)  # exemplars go on the latency histograms only
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:
@@ -126,8 +127,7 @@ class PrometheusInstrument(Instrument):
         """What `attempt_finished` and `call_finished` record for a call that succeeded at once.
 
         The fast path of a call whose first attempt succeeded: the same series and values
-        (three observations: the attempt's and the call's durations, one attempt), with the
-        exemplar read once.
+        (two observations: the attempt's and the call's durations), with the exemplar read once.
         """
         metrics = self._metrics
         children = metrics.success_children.get((policy, target))
@@ -136,7 +136,6 @@ class PrometheusInstrument(Instrument):
         exemplar = _exemplar()
         _observe(children[0], names.ATTEMPT_DURATION_BUCKETS, duration, exemplar)
         _observe(children[1], names.CALL_DURATION_BUCKETS, duration, exemplar)
-        children[2].observe(1)
         if budget_available is not None:
             self._budget(policy, target, budget_available)
         if metrics.multiprocess:

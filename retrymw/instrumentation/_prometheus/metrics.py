@@ -247,10 +247,10 @@ class Metrics:
             self.attempt_children[policy, target, outcome, raw_error] = child
         return child
 
-    def success(self, policy: str, raw_target: str) -> tuple[Any, Any, Any]:
+    def success(self, policy: str, raw_target: str) -> tuple[Any, Any]:
         children = (
             self.attempt(policy, raw_target, "success", None),
-            *self.call(policy, raw_target, "success"),
+            self.call(policy, raw_target, "success")[0],
         )
         if self.target(raw_target) == raw_target:
             self.success_children[policy, raw_target] = children
