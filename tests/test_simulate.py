@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from retrymw._core.errors import ConfigError
+from retrymw._core.matchers import status_of
 from retrymw._core.policy import RetryPolicy
 from retrymw.simulate import (
     SETUPS,
@@ -205,6 +206,8 @@ def test_render_table_in_markdown() -> None:
         pytest.param("capacity", 0, id="no-capacity"),
         pytest.param("rejection_cost", 1.0, id="rejection-costs-a-whole-attempt"),
         pytest.param("surge", 0, id="no-surge"),
+        pytest.param("failure_status", 99, id="failure-status-not-http"),
+        pytest.param("refusal_status", 600, id="refusal-status-not-http"),
     ],
 )
 def test_invalid_scenarios_raise_config_error(field: str, value: float) -> None:
@@ -238,6 +241,24 @@ def test_a_capacity_limited_dependency_serves_less_when_offered_more() -> None:
     assert free.goodput == pytest.approx(100, rel=0.1)  # free rejections: capacity served
     assert once.recovered_in is not None
     assert once.recovered_in <= 2
+
+
+def test_load_refusals_carry_503_and_other_failures_no_status() -> None:
+    """An overloaded dependency refuses with 503 (``refusal_status``); a dead dependency's
+    failures carry no status unless ``failure_status`` gives one. A policy retrying only 503
+    tells them apart."""
+    only_503 = RetryPolicy(retry_on=503)
+    overload = Scenario(
+        "overload", rate=50, duration=40, warmup=10, fault=20, failure=0.0, capacity=100, surge=3
+    )
+    outage = Scenario("outage", rate=10, duration=30, warmup=10, budget=None, policy=only_503)
+    assert simulate(replace(overload, budget=None, policy=only_503)).amplification > 2.0
+    silent = replace(overload, budget=None, policy=only_503, refusal_status=None)
+    assert simulate(silent).amplification == 1.0
+    assert simulate(outage).amplification == 1.0
+    assert simulate(replace(outage, failure_status=503)).amplification == 3.0
+    failure = SimulatedFailure("refused", 503)
+    assert (status_of(failure), status_of(SimulatedFailure())) == (503, None)
 
 
 def test_a_dependency_under_its_capacity_serves_everything() -> None:

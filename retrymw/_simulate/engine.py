@@ -303,12 +303,14 @@ class _Run:
             and backend == 0
             and self.rng.random() < self.failure
         )
+        status = self.scenario.failure_status
         if self.capacity is not None and not failed:
             failed = self.rng.random() >= self.served(bucket)
+            status = self.scenario.refusal_status
         if self.latency:
             await self.clock.sleep(self.latency)
         if failed:
-            raise SimulatedFailure("simulated failure")
+            raise SimulatedFailure("simulated failure", status)
 
     def served(self, bucket: int) -> float:
         """The share of attempts a capacity-limited dependency serves (see `Scenario`)."""

@@ -39,11 +39,23 @@ _EXAMPLE = {
     "capacity": "100",
     "rejection_cost": "0.25",
     "surge": "3",
+    "failure_status": "502",
+    "refusal_status": "503",
 }
 
 
 class SimulatedFailure(Exception):
-    """The failure a simulated dependency raises."""
+    """The failure a simulated dependency raises.
+
+    Args:
+        message: the error's text.
+        status: the HTTP status it carries (``status_of`` reads it): 503 for a capacity-limited
+            dependency's load refusals, ``None`` for a connection-like failure.
+    """
+
+    def __init__(self, message: str = "simulated failure", status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +86,10 @@ class Scenario:
             so load past capacity lowers what it serves and retries make an overload worse.
         rejection_cost: see ``capacity``, in ``[0, 1)``.
         surge: during the fault, calls arrive ``surge`` times faster (an overload's demand).
+        failure_status: the HTTP status the fault's failures (``failure``, the dead backend)
+            carry; ``None`` (the default): none, like a refused connection.
+        refusal_status: the HTTP status a capacity-limited dependency's load refusals carry;
+            503 by default, as an overloaded server sheds; ``None``: none.
         fleet: the clients are the processes of one fleet: their budgets are shared through a
             simulated store (`retrymw._simulate.fleet`), ``{}`` for the defaults or with
             ``sync_interval``, ``store_outage`` (``(start, duration)``), ``max_lease`` and
@@ -98,6 +114,8 @@ class Scenario:
     rejection_cost: float = 0.25
     surge: float = 1.0
     fleet: Mapping[str, Any] | None = None
+    failure_status: int | None = None
+    refusal_status: int | None = 503
 
     def __post_init__(self) -> None:
         for name, ok in (
@@ -112,6 +130,8 @@ class Scenario:
             ("capacity", self.capacity is None or self.capacity > 0),
             ("rejection_cost", 0.0 <= self.rejection_cost < 1.0),
             ("surge", self.surge > 0),
+            ("failure_status", self.failure_status is None or 100 <= self.failure_status <= 599),
+            ("refusal_status", self.refusal_status is None or 100 <= self.refusal_status <= 599),
         ):
             if not ok:
                 raise ConfigError(name, getattr(self, name), "is out of range", _EXAMPLE[name])
