@@ -23,6 +23,50 @@ It sheds in proportion to the failure: ``p`` rises with the share of failures ab
 and never switches a dependency off entirely (``max_reject`` < 1 keeps a trickle of attempts to
 notice recovery).
 
+**Load and loss.** The share of failed attempts cannot tell an overload from a loss: at demand
+1.5x capacity an overloaded dependency fails 44% of the attempts, one dead backend of two 50%,
+so one ``k`` that sheds the first sheds more of the second (every k <= 1.55 that met the
+simulator's overload goal took a 50% partial failure below 0.50 success; every k >= 1.74 that
+kept it served less than no retries). What the SRE book counts as not accepted is a request the
+backend *rejected because it was overloaded*, so the throttle also counts O, the failures that
+were explicit overload refusals (``record_failure(overloaded=True)``; a `Retrier` passes it for
+an attempt whose status is in `OVERLOAD_STATUSES`: 429, 503, 529), and sheds with
+
+.. math:: p = \\min(max\\_reject, \\max(0, p_k(R', A'), p_{overload\\_k}(R', (R - O)')))
+
+the second term being the same formula at ``overload_k`` with only the refusals counted as not
+accepted, ``(R - O)' = (R - O) R' / R``, over this process's own counts (a fleet's pooled counts,
+`pool`, feed the first term only). A loss (a refused connection, a 500, a 502: a dead backend
+behind a balancer) moves the first term alone, so a 50% partial failure is still left alone; an
+overload moves both, and the second binds once more than ``1 - 1/overload_k`` of the attempts
+are refused (29% at 1.4). A dependency that answers a loss with 503 is taken for overloaded.
+
+Why ``overload_k = 1.4`` (the simulator's overload: demand 1.5x capacity for 60 s, refusals 503
+costing the dependency ``c`` of a served attempt; budget + throttle against no retries' 83.5/s
+at c = 0.25, seed 0, and 94.4/s at c = 0.1; "normal" is the time after the overload from which
+every second succeeds at >= 0.99; the 503 columns are failures that are not load but carry 503,
+which the signal cannot tell from load; failures without a status are unaffected by
+``overload_k``):
+
+==========  =========  ============  =======  ======  =======  =============  ===============
+overload_k  goodput/s  seeds 0-9 >=  offered  normal  c = 0.1  503 brownout   503 partial
+            c = 0.25   no retries,                             0.2 / 0.3,     failure, budget
+                       worst margin                            shed           / no budget
+==========  =========  ============  =======  ======  =======  =============  ===============
+2           79.3       0/10, -5.3    1.106x   1 s     92.7     0 / 0          0.588 / 0.887
+1.75        81.7       0/10, -2.5    1.058x   2 s     93.4     0 / 0          0.503 / 0.713
+1.6         82.9       0/10, -1.6    1.024x   3 s     94.0     0 / 0          0.455 / 0.626
+1.5         84.1       10/10, +0.2   1.000x   5 s     94.3     0 / 0          0.424 / 0.570
+**1.4**     85.5       10/10, +1.0   0.977x   5 s     94.6     0 / 2.0%       0.392 / 0.516
+1.3         86.6       10/10, +2.8   0.948x   6 s     95.2     0 / 8.6%       0.360 / 0.464
+1.2         87.7       10/10, +3.9   0.920x   8 s     95.9     3.7% / 15.7%   0.330 / 0.418
+1.1         89.8       10/10, +5.5   0.893x   9 s     96.4     11.8% / 22.6%  0.300 / 0.372
+==========  =========  ============  =======  ======  =======  =============  ===============
+
+1.4 is the largest that meets the goal at both costs, with a margin on every seed (1.5 falls
+short at c = 0.1 and has 0.2/s to spare on its worst seed); smaller values serve more but shed a
+503-answered brownout (at 1.2 a 20% one) and take longer to let go after the overload.
+
 Requests are counted when their verdict arrives (`record_success` / `record_failure`), not at
 admission: an attempt still in flight, or one cancelled (`release`), says nothing about the
 dependency, so counts never need taking back and can never go negative.
@@ -121,14 +165,17 @@ class AdaptiveThrottle:
 
     See the module documentation for the formula and why the defaults hold. Report each
     admitted attempt's verdict with `record_success` (answered, no retryable failure),
-    `record_failure` (a retryable failure: an error, a timeout, a 503) or `release`
-    (cancelled: no verdict).
+    `record_failure` (a retryable failure: an error, a timeout, a 503; ``overloaded=True`` for
+    an explicit overload refusal) or `release` (cancelled: no verdict).
 
     Args:
         name: the throttle's name, a bounded telemetry label.
         k: accepts multiplier, >= 1; the throttle leaves alone a dependency that accepts at
             least ``1/k`` of the requests (2.0: half).
-        window: the trailing window R and A are counted over (a duration in ``[1ms, 24h]``).
+        overload_k: the accepts multiplier of the overload term, >= 1, in which only explicit
+            overload refusals count as not accepted: the throttle sheds once more than
+            ``1 - 1/overload_k`` of the requests are refused (1.4: 29%).
+        window: the trailing window R, A and O are counted over (a duration in ``[1ms, 24h]``).
         max_reject: the cap of the rejection probability, in ``[0, 1]``; below 1 a trickle of
             attempts always goes through to notice recovery.
         clock: where time is read; the system clock by default.
