@@ -334,7 +334,9 @@ def _spans_table() -> str:
     rows = [
         "| span or event | kind | attributes |",
         "|---|---|---|",
-        f"| `{names.SPAN_CALL}` | INTERNAL span, one per call | {keys(call)}; at the end "
+        f"| `{names.SPAN_CALL}` | INTERNAL span, one per call (HTTP: only a call with more "
+        "than its one CLIENT span, i.e. retried, refused, denied a retry or moving a breaker) | "
+        f"{keys(call)}; at the end "
         f"{keys(call_end)} |",
         f"| the HTTP method (`GET`; `{names.SPAN_HTTP_OTHER}` for an unknown one) | CLIENT span, "
         f"one per HTTP attempt | {keys(http)} |",

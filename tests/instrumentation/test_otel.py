@@ -125,7 +125,9 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
     Telemetry costs what it emits (docs/telemetry.md): a coroutine call that was not retried is
     its call span alone (a raised exception is recorded there); backoff waits are
     ``retrymw.backoff`` events on the call span (``error.type`` is not a ``retrymw.*`` key, so
-    `tree` leaves it out).
+    `tree` leaves it out). An HTTP call that made one attempt and had nothing denied is its
+    CLIENT span alone; otherwise its call span starts after the first CLIENT span (linked, not
+    its parent: see `test_a_retried_http_call_links_its_first_attempt`) and parents the others.
     """
     outcomes, delays, outcome, reason, max_attempts = _PLANS[scenario]
     operation = ("POST" if scenario == "not_idempotent" else "GET") if http else TARGET
@@ -158,7 +160,8 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
             )
             if number > 1:
                 attributes["http.request.resend_count"] = number - 1
-            nodes.append((operation, CLIENT, root, attributes, status, []))
+            parent = root if number > 1 else None  # the first one started before the call span
+            nodes.append((operation, CLIENT, parent, attributes, status, []))
         elif attempt_spans:
             raised: list[tuple[str, dict[str, Any]]] = [("exception", {})] if failed else []
             nodes.append(
@@ -189,16 +192,17 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
         call_events.append(
             ("retrymw.retry.denied", {"retrymw.reason": reason, "retrymw.attempt": len(outcomes)})
         )
-    nodes.append(
-        (
-            f"retrymw {operation}",
-            INTERNAL,
-            None,
-            call,
-            ERROR if outcome != "success" else UNSET,
-            call_events,
+    if not http or len(outcomes) > 1 or reason is not None:
+        nodes.append(
+            (
+                f"retrymw {operation}",
+                INTERNAL,
+                None,
+                call,
+                ERROR if outcome != "success" else UNSET,
+                call_events,
+            )
         )
-    )
     if scenario == "circuit_open":
         rejected = {**call, "retrymw.attempt.count": 0, "error.type": "CircuitOpenError"}
         nodes.append((f"retrymw {operation}", INTERNAL, None, rejected, ERROR, []))
@@ -230,6 +234,46 @@ async def test_every_span_of_a_call_shares_its_trace(otel: Telemetry, clock: Fak
     assert call.parent is not None
     assert call.parent.span_id == caller.get_span_context().span_id
     assert {span.context.trace_id for span in spans} == {caller.get_span_context().trace_id}
+
+
+async def test_a_retried_http_call_links_its_first_attempt(
+    otel: Telemetry, clock: FakeClock
+) -> None:
+    """Under a caller's span: the first CLIENT span is the caller's child; the call span, made
+    when that attempt was retried, is too, starts when the call started (before the first
+    attempt), links the first attempt, and parents the resends."""
+    tracer = otel.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        await run_http_scenario("success_after_2_retries", clock, [otel.instrument])
+        assert trace.get_current_span() is caller  # nothing left attached
+    spans = otel.spans()
+    first, *resends = [span for span in spans if span.kind == CLIENT]
+    (call,) = [span for span in spans if span.name == "retrymw GET"]
+    caller_id = caller.get_span_context().span_id
+    assert first.parent is not None
+    assert first.parent.span_id == caller_id
+    assert call.parent is not None
+    assert call.parent.span_id == caller_id
+    assert call.start_time is not None
+    assert first.start_time is not None
+    assert call.start_time <= first.start_time
+    assert [link.context.span_id for link in call.links] == [first.context.span_id]
+    assert len(resends) == 2
+    assert {span.parent.span_id for span in resends if span.parent} == {call.context.span_id}
+    assert {span.context.trace_id for span in spans} == {caller.get_span_context().trace_id}
+
+
+async def test_an_http_call_without_retry_is_its_client_span_alone(
+    otel: Telemetry, clock: FakeClock
+) -> None:
+    """One span per call when nothing is retried: the CLIENT span, the caller's child."""
+    tracer = otel.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        await run_http_scenario("success_first_try", clock, [otel.instrument])
+    (client, parent) = otel.spans()
+    assert (client.kind, parent.name) == (CLIENT, "caller")
+    assert client.parent is not None
+    assert client.parent.span_id == caller.get_span_context().span_id
 
 
 async def test_each_attempt_injects_its_own_traceparent(otel: Telemetry, clock: FakeClock) -> None:
@@ -388,8 +432,12 @@ async def test_loopback_server_receives_each_attempts_traceparent(
         f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-{span.context.trace_flags:02x}"
         for span in attempts
     ]
+    # The call span was made when the first attempt was retried: it links that one and
+    # parents the resends.
+    assert [link.context.span_id for link in call.links] == [attempts[0].context.span_id]
     assert all(
-        span.parent is not None and span.parent.span_id == call.context.span_id for span in attempts
+        span.parent is not None and span.parent.span_id == call.context.span_id
+        for span in attempts[1:]
     )
     assert [dict(span.attributes or {}).get("http.request.resend_count") for span in attempts] == [
         None,

@@ -6,14 +6,17 @@ imports it only when `OpenTelemetryInstrument` is first asked for.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Sequence
 from contextvars import ContextVar
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 try:
     from opentelemetry import metrics, propagate, trace
-    from opentelemetry.trace import SpanKind
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Link, Span, SpanKind
 except ImportError:
     raise ImportError(
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
@@ -39,6 +42,7 @@ from .support import (
     _histogram,
     _http_attributes,
     _http_request,
+    _HttpCall,
     _observe_fleet,
     _protocol_version,
     _ProviderWatch,
@@ -66,23 +70,26 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 class OpenTelemetryInstrument(Instrument):
     """Spans and metrics for every call, attempt and backoff, through opentelemetry-api.
 
-    The span tree (DESIGN §6): an INTERNAL ``retrymw {operation}`` span per logical call; one
-    span per attempt under it, a CLIENT span per the HTTP semantic conventions for the httpx
-    transport (``GET``, with ``http.request.resend_count`` on resends and a redacted
-    ``url.full``) or an INTERNAL ``retrymw.attempt {operation}`` span for coroutines; an INTERNAL
-    ``retrymw.backoff`` span per sleep; ``retrymw.retry.denied`` and
-    ``retrymw.circuit.state_change`` events on the call span. The metrics are those of
-    `PrometheusInstrument`, named so that OTel's Prometheus translation yields the same names;
-    calls and attempts are counted by the duration histograms' counts (two records per attempt
-    and call would double the cost of the same number).
+    The span tree (DESIGN §6, trimmed by issue 18): an INTERNAL ``retrymw {operation}`` span per
+    logical call; one span per attempt under it once a retry happens, a CLIENT span per the HTTP
+    semantic conventions for the transports (``GET``, with ``http.request.resend_count`` on
+    resends and a redacted ``url.full``; every attempt has one) or an INTERNAL
+    ``retrymw.attempt {operation}`` span for coroutines; ``retrymw.backoff``,
+    ``retrymw.retry.denied`` and ``retrymw.circuit.state_change`` events on the call span. A
+    call that was not retried is one span: a coroutine's call span, an HTTP call's CLIENT span
+    (its call span is made only when there is more to say, see `_HttpCall`).
+
+    The metrics are those of `PrometheusInstrument`, named so that OTel's Prometheus translation
+    yields the same names; calls and attempts are counted by the duration histograms' counts
+    (two records per attempt and call would double the cost of the same number).
 
     For HTTP, each attempt's W3C trace context is injected into the request headers, so the
-    server sees the attempt span as its parent. Its context also carries OpenTelemetry's
-    For HTTP, each attempt is also recorded in the semantic-convention histogram
-    ``http.client.request.duration`` (``http.request.method``, ``server.address``,
-    ``server.port``, ``url.scheme``, ``http.response.status_code``, ``error.type``), and nothing
-    is suppressed: opentelemetry-instrumentation-httpx installed below the retry transport keeps
-    its own metrics, and its span is a child of retrymw's attempt span.
+    server sees the attempt span as its parent. Each attempt is also recorded in the
+    semantic-convention histogram ``http.client.request.duration`` (``http.request.method``,
+    ``server.address``, ``server.port``, ``url.scheme``, ``http.response.status_code``,
+    ``error.type``), and nothing is suppressed: opentelemetry-instrumentation-httpx installed
+    below the retry transport keeps its own metrics, and its span is a child of retrymw's
+    attempt span.
 
     Nothing is done while nobody listens: with only the API installed (no SDK provider set) the
     hooks return after a clock read, looking at the global providers again at most once a
@@ -176,19 +183,45 @@ class OpenTelemetryInstrument(Instrument):
         self._live.attach(event.policy, event.target, event.subject)
 
     def call_started(self, event: CallStarted, /) -> _Scope | None:
-        """Start the INTERNAL call span and make it current for the whole call."""
+        """Start the INTERNAL call span and make it current for the whole call.
+
+        An HTTP call's span waits until the call has more to say than its one CLIENT span
+        (`_HttpCall`).
+        """
         if not self._traces():
             return None
-        span = self._tracer.start_span(
+        if _http_request(event.request) is not None:
+            return _HttpCall(functools.partial(self._call_span, event), self._call)
+        span = self._call_span(event)
+        return _Scope(span, trace.set_span_in_context(span), self._call)
+
+    def _call_span(
+        self,
+        event: CallStarted,
+        parent: Context | None = None,
+        start_time: int | None = None,
+        links: Sequence[Link] = (),
+    ) -> Span:
+        return self._tracer.start_span(
             names.SPAN_CALL.format(operation=event.operation),
+            context=parent,
             kind=SpanKind.INTERNAL,
             attributes={
                 names.ATTR_POLICY: event.policy,
                 names.ATTR_TARGET: event.target,
                 names.ATTR_MAX_ATTEMPTS: event.max_attempts,
             },
+            links=links,
+            start_time=start_time,
         )
-        return _Scope(span, trace.set_span_in_context(span), self._call)
+
+    def _call_span_now(self) -> Span | None:
+        """This task's call span if it records, made now if the call deferred it."""
+        scope = self._call.get()
+        if scope is None:
+            return None
+        span = scope.span_now() if isinstance(scope, _HttpCall) else scope.span
+        return span if span.is_recording() else None
 
     def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
         """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
@@ -213,7 +246,12 @@ class OpenTelemetryInstrument(Instrument):
             )
             return _Scope(span, trace.set_span_in_context(span), self._attempt)
         name, span_attributes = _client_span(request, event.attempt)
-        span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes)
+        parent = call.attempt_parent() if isinstance(call, _HttpCall) else None
+        span = self._tracer.start_span(
+            name, context=parent, kind=SpanKind.CLIENT, attributes=span_attributes
+        )
+        if isinstance(call, _HttpCall) and call.first_attempt is None:
+            call.first_attempt = span.get_span_context()
         # No "suppress HTTP instrumentation" key: opentelemetry-instrumentation-httpx checks
         # it once for its span *and* its metrics, so setting it silenced the standard
         # http.client.* metrics of every retried client (0 of 10 requests recorded). Its span,
@@ -254,6 +292,8 @@ class OpenTelemetryInstrument(Instrument):
         if call is not None and call.first_attempt_at is not None:
             self._first_attempt_finished(call, event)
             return
+        if isinstance(call, _HttpCall) and event.attempt_outcome == "retried":
+            call.span_now()  # a retry follows: the call span holds the attempts from here on
         scope = self._attempt.get()
         if scope is None or not scope.span.is_recording():
             return
@@ -320,8 +360,8 @@ class OpenTelemetryInstrument(Instrument):
             self._backoff.record(event.delay, attributes)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
-        scope = self._call.get()
-        if scope is None or not scope.span.is_recording():
+        span = self._call_span_now()
+        if span is None:
             return
         span_attributes: dict[str, Any] = {
             names.ATTR_BACKOFF_DELAY: event.delay,
@@ -334,7 +374,7 @@ class OpenTelemetryInstrument(Instrument):
                 span_attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
         # An event at the start of the wait, not a span per sleep: the next attempt's span
         # starts where the wait ends.
-        scope.span.add_event(names.EVENT_BACKOFF, span_attributes)
+        span.add_event(names.EVENT_BACKOFF, span_attributes)
 
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denial and add ``retrymw.retry.denied`` to the call span."""
@@ -344,9 +384,9 @@ class OpenTelemetryInstrument(Instrument):
                 self._budget.set(event.budget_available, attributes)
             attributes[names.ATTR_REASON] = event.reason
             self._denied.add(1, attributes)
-        scope = self._call.get()
-        if scope is not None and scope.span.is_recording():
-            scope.span.add_event(
+        span = self._call_span_now()
+        if span is not None:
+            span.add_event(
                 names.EVENT_RETRY_DENIED,
                 {names.ATTR_REASON: event.reason, names.ATTR_ATTEMPT: event.attempt},
             )
@@ -363,6 +403,8 @@ class OpenTelemetryInstrument(Instrument):
             if event.attempts != 1:  # one attempt is the rule: the call count less this count
                 self._call_attempts.record(event.attempts, attributes)
         scope = self._call.get()
+        if isinstance(scope, _HttpCall) and event.attempts == 0:
+            scope.span_now()  # refused before any attempt: no CLIENT span tells it
         if scope is None or not scope.span.is_recording():
             return
         span = scope.span
@@ -387,9 +429,9 @@ class OpenTelemetryInstrument(Instrument):
                     1 if state == event.state else 0,
                     {names.ATTR_CIRCUIT: circuit, names.ATTR_CIRCUIT_STATE: state},
                 )
-        scope = self._call.get()
-        if scope is not None and scope.span.is_recording():
-            scope.span.add_event(names.EVENT_CIRCUIT_STATE_CHANGE, change)
+        span = self._call_span_now()
+        if span is not None:
+            span.add_event(names.EVENT_CIRCUIT_STATE_CHANGE, change)
 
     def __repr__(self) -> str:
         return (

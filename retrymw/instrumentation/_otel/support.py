@@ -19,7 +19,15 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    Link,
+    Span,
+    SpanContext,
+    Status,
+    StatusCode,
+    set_span_in_context,
+)
 
 from ..._core.redact import exception_text, redact_text, redact_url
 from .. import _names as names
@@ -161,6 +169,42 @@ class _Scope:
             self._var.reset(self._var_token)
         if self._context is not None:
             otel_context.detach(self._token)
+
+
+class _HttpCall(_Scope):
+    """An HTTP call's scope, whose INTERNAL call span is made only when needed.
+
+    One span per call when nothing is retried: an HTTP call that made one attempt has its
+    CLIENT span, which says everything a call span would. The call span is made (`span_now`)
+    when the call has more to say: a retry, a denied retry, a breaker transition, or no attempt
+    at all. It starts at the call's start, under the context the call started in, with a link
+    to the first attempt's CLIENT span (already ended, so not its child); later attempts' CLIENT
+    spans are its children. Until then `span` is the invalid span, which records nothing.
+    """
+
+    __slots__ = ("_make", "first_attempt", "parent", "started_ns")
+
+    def __init__(
+        self, make: Callable[[Context, int, list[Link]], Span], var: ContextVar[_Scope | None]
+    ) -> None:
+        super().__init__(INVALID_SPAN, None, var)
+        self._make = make
+        self.parent = otel_context.get_current()
+        self.started_ns = time.time_ns()
+        self.first_attempt: SpanContext | None = None
+
+    def span_now(self) -> Span:
+        """The call span, made now if it was not yet."""
+        if self.span is INVALID_SPAN:
+            links = [] if self.first_attempt is None else [Link(self.first_attempt)]
+            self.span = self._make(self.parent, self.started_ns, links)
+        return self.span
+
+    def attempt_parent(self) -> Context | None:
+        """The context an attempt's CLIENT span starts in: the call span's, once it exists."""
+        if self.span is INVALID_SPAN:
+            return None  # the current one: the context the call runs in
+        return set_span_in_context(self.span, self.parent)
 
 
 def _end(span: Span, error: BaseException | None) -> None:
