@@ -358,6 +358,10 @@ def test_cli_setups_runs_every_situation_with_every_setup(
         partial = rows[0]
         assert partial["scenario"]["backends"] == 2
         assert partial["scenario"]["throttle"] is None
+        assert (partial["scenario"]["failure_status"], partial["scenario"]["refusal_status"]) == (
+            None,
+            503,
+        )
     else:
         lines = out.splitlines()
         assert lines[0].split()[:2] == ["situation", "setup"]

@@ -193,6 +193,8 @@ def _result_json(result: Any) -> dict[str, Any]:
         "capacity": scenario.capacity,
         "rejection_cost": scenario.rejection_cost,
         "surge": scenario.surge,
+        "failure_status": scenario.failure_status,
+        "refusal_status": scenario.refusal_status,
         "fleet": _component(scenario.fleet),
     }
     return fields
