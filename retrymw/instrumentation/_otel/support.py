@@ -264,15 +264,15 @@ def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogra
 def _without_exemplar(histogram: metrics.Histogram) -> dict[str, Any]:
     """Keyword arguments for ``histogram.record`` that keep the SDK from taking an exemplar.
 
-    An empty context has no span for the SDK's trace-based exemplar filter to sample. Used
-    where the exemplar would repeat another record's: offering it cost about 2 µs. Empty (the
-    current context applies) on an API whose ``record`` takes no ``context`` (before 1.28).
+    A context whose span is the invalid one gives the SDK's (default) trace-based exemplar
+    filter nothing sampled. Not an empty context: the SDK reads ``context or get_current()``.
+    Empty (the current context applies) on an older API whose ``record`` takes no ``context``.
     """
     try:
         takes_context = "context" in inspect.signature(histogram.record).parameters
     except (TypeError, ValueError):  # pragma: no cover - a C-level record has no signature
         takes_context = False
-    return {"context": Context()} if takes_context else {}
+    return {"context": set_span_in_context(INVALID_SPAN, Context())} if takes_context else {}
 
 
 def _observe_fleet(meter: metrics.Meter) -> None:
