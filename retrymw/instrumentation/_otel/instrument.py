@@ -34,6 +34,7 @@ from ..._core.events import (
 )
 from ..._core.instruments import Instrument
 from .. import _names as names
+from .attempts import end_attempt_span, first_attempt_finished, semconv_attributes
 from .live import live_gauges
 from .support import (
     _ERROR,
@@ -44,9 +45,7 @@ from .support import (
     _http_request,
     _HttpCall,
     _observe_fleet,
-    _protocol_version,
     _ProviderWatch,
-    _record_exception,
     _Scope,
     _without_exemplar,
 )
@@ -278,81 +277,18 @@ class OpenTelemetryInstrument(Instrument):
             http = self._http_attributes.get()
             if http is not None:
                 self._http_attributes.set(None)
-                if event.status is not None:
-                    http[names.ATTR_HTTP_STATUS_CODE] = event.status
-                if (version := _protocol_version(event.result)) is not None:
-                    http[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
-                if event.exception is not None and event.error_type is not None:
-                    http[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
-                elif event.status is not None and event.status >= 400:
-                    http[names.ATTR_ERROR_TYPE] = str(event.status)
-                self._http_duration.record(event.duration, http)
+                self._http_duration.record(
+                    event.duration, semconv_attributes(http, event, self._error_type)
+                )
         call = self._call.get()
         if call is not None and call.first_attempt_at is not None:
-            self._first_attempt_finished(call, event)
+            first_attempt_finished(self._tracer, call, event)
             return
         if isinstance(call, _HttpCall) and event.attempt_outcome == "retried":
             call.span_now()  # a retry follows: the call span holds the attempts from here on
         scope = self._attempt.get()
-        if scope is None or not scope.span.is_recording():
-            return
-        span = scope.span
-        # Collected and set at once: each set_attribute takes the span's lock and cleans.
-        attributes: dict[str, Any] = {names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome}
-        error_type: str | None
-        if scope.http:
-            # HTTP semconv: the status decides (4xx and 5xx are errors for a client), not
-            # whether retrymw retries.
-            if event.status is not None:
-                attributes[names.ATTR_HTTP_STATUS_CODE] = event.status
-            if (version := _protocol_version(event.result)) is not None:
-                attributes[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
-            if event.exception is not None:
-                error_type = event.error_type
-            elif event.status is not None and event.status >= 400:
-                error_type = str(event.status)
-            else:
-                error_type = None
-        else:
-            error_type = None if event.attempt_outcome == "success" else event.error_type
-        if isinstance(event.exception, Exception):
-            _record_exception(span, event.exception, event.attempt_outcome != "retried")
-        if error_type is not None:
-            attributes[names.ATTR_ERROR_TYPE] = error_type
-            span.set_status(_ERROR)
-        span.set_attributes(attributes)
-
-    def _first_attempt_finished(self, call: _Scope, event: AttemptFinished) -> None:
-        """A coroutine's first attempt ended without a span of its own.
-
-        Retried: its attempt span is written now, from the attempt's start, so that every
-        attempt of a retried call has one. Not retried: the call made one attempt, and the call
-        span says everything (an exception that ends the call is recorded on it in full).
-        """
-        started, call.first_attempt_at = call.first_attempt_at, None
-        if not call.span.is_recording():
-            return
-        error = event.exception
-        if event.attempt_outcome != "retried":
-            if isinstance(error, Exception):
-                _record_exception(call.span, error)
-            return
-        attributes: dict[str, Any] = {
-            names.ATTR_ATTEMPT: event.attempt,
-            names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome,
-        }
-        if event.error_type is not None:
-            attributes[names.ATTR_ERROR_TYPE] = event.error_type
-        span = self._tracer.start_span(
-            names.SPAN_ATTEMPT.format(operation=event.operation),
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=started,
-        )
-        if isinstance(error, Exception):
-            _record_exception(span, error, stacktrace=False)
-        span.set_status(_ERROR)
-        span.end()
+        if scope is not None and scope.span.is_recording():
+            end_attempt_span(scope, event)
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Record the backoff metrics and a ``retrymw.backoff`` event on the call span."""
