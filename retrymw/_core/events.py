@@ -21,6 +21,7 @@ __all__ = [
     "CallOutcome",
     "CallStarted",
     "CircuitState",
+    "OVERLOAD_STATUSES",
     "Outcome",
     "RetryDenied",
     "RetryReason",
@@ -53,6 +54,11 @@ RetryReason = Literal[
     "retried_below",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
+
+#: The HTTP statuses of an explicit overload refusal: 429 Too Many Requests, 503 Service
+#: Unavailable, and Anthropic's 529 "overloaded". A failed attempt carrying one of them is
+#: evidence of load (`AdaptiveThrottle.record_failure` with ``overloaded=True``).
+OVERLOAD_STATUSES: frozenset[int] = frozenset({429, 503, 529})
 
 
 class Outcome(NamedTuple):

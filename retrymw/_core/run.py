@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._protect.throttle import OVERLOAD_STATUSES
 from . import reports
 from .endings import OUTCOME_OF_REASON, ending_error, mark_final
 from .errors import CircuitOpenError, LoadShedError
 from .events import (
+    OVERLOAD_STATUSES,
     CallOutcome,
     Outcome,
     RetryReason,

@@ -114,16 +114,12 @@ from typing import Any, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
+from .._core.events import OVERLOAD_STATUSES
 from .._core.forks import after_fork_in_child
 from .settings import bounded_duration, shown
 from .windows import TimeWindow
 
 __all__ = ["OVERLOAD_STATUSES", "AdaptiveThrottle", "AdaptiveThrottleStatistics"]
-
-#: The HTTP statuses of an explicit overload refusal: 429 Too Many Requests, 503 Service
-#: Unavailable, and Anthropic's 529 "overloaded". A failed attempt carrying one of them is
-#: evidence of load (`AdaptiveThrottle.record_failure` with ``overloaded=True``).
-OVERLOAD_STATUSES: frozenset[int] = frozenset({429, 503, 529})
 
 
 @dataclass(frozen=True, slots=True)
