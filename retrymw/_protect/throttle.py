@@ -35,8 +35,8 @@ an attempt whose status is in `OVERLOAD_STATUSES`: 429, 503, 529), and sheds wit
 .. math:: p = \\min(max\\_reject, \\max(0, p_k(R', A'), p_{overload\\_k}(R', (R - O)')))
 
 the second term being the same formula at ``overload_k`` with only the refusals counted as not
-accepted, ``(R - O)' = (R - O) R' / R``, over this process's own counts (a fleet's pooled counts,
-`pool`, feed the first term only). A loss (a refused connection, a 500, a 502: a dead backend
+accepted, ``(R - O)' = (R - O) R' / R`` (a fleet's pooled counts, `pool`, count in both
+terms, as in the first). A loss (a refused connection, a 500, a 502: a dead backend
 behind a balancer) moves the first term alone, so a 50% partial failure is still left alone; an
 overload moves both, and the second binds once more than ``1 - 1/overload_k`` of the attempts
 are refused (29% at 1.4). A dependency that answers a loss with 503 is taken for overloaded.
@@ -209,7 +209,8 @@ class AdaptiveThrottle:
         self._overload_window = TimeWindow(self._window_seconds)  # O: the overload refusals
         self._admitted = 0
         self._shed = 0
-        self._pooled = (0, 0)  # other processes' requests and accepts (retrymw.fleet)
+        # Other processes' requests, accepts and overload refusals (retrymw.fleet).
+        self._pooled = (0, 0, 0)
         after_fork_in_child(self)
 
     def _after_fork_in_child(self) -> None:
@@ -261,10 +262,11 @@ class AdaptiveThrottle:
     def release(self) -> None:
         """An admitted attempt ended without a verdict (cancelled): it counts nowhere."""
 
-    def pool(self, requests: int, accepts: int, /) -> None:
-        """Count other processes' trailing-window requests and accepts too (`retrymw.fleet`)."""
+    def pool(self, requests: int, accepts: int, overloaded: int = 0, /) -> None:
+        """Count other processes' trailing-window requests, accepts and overload refusals too
+        (`retrymw.fleet`)."""
         with self._lock:
-            self._pooled = (requests, accepts)
+            self._pooled = (requests, accepts, overloaded)
 
     def reject_probability(self) -> float:
         """Return the probability that the next attempt is shed (for a gauge)."""
@@ -304,7 +306,7 @@ class AdaptiveThrottle:
 
         ``(R' - k A') / (R' + 1)`` with R' = R + S and A' = A R' / R (the module documentation
         says why), computed as ``(1 - k A / R) R' / (R' + 1)``; the overload term is the same at
-        ``overload_k`` with ``R - O`` in place of A, over this process's own counts.
+        ``overload_k`` with ``R - O`` in place of A. Both count the fleet's pooled numbers too.
         """
         window, now = self._window, self._clock.now()
         window.expire(now)
@@ -312,7 +314,7 @@ class AdaptiveThrottle:
         shed.expire(now)
         overloaded = self._overload_window
         overloaded.expire(now)
-        pooled_requests, pooled_accepts = self._pooled
+        pooled_requests, pooled_accepts, pooled_overloaded = self._pooled
         own = window.calls
         requests = own + pooled_requests
         probability = 0.0
@@ -320,13 +322,12 @@ class AdaptiveThrottle:
             excess = 1.0 - self._k * (own - window.failures + pooled_accepts) / requests
             attempts = requests + shed.calls
             probability = excess * attempts / (attempts + 1)
-        if overloaded.calls and own:
-            # Only explicit refusals count against the dependency here, over this process's
-            # own counts (the fleet pools requests and accepts only). min(): a refusal's two
+        if requests and (overloaded.calls or pooled_overloaded):
+            # Only explicit refusals count against the dependency here. min(): a refusal's two
             # entries may straddle a slot edge, so O can outlive R by a slot.
-            refused = min(overloaded.calls, own)
-            excess = 1.0 - self._overload_k * (own - refused) / own
-            attempts = own + shed.calls
+            refused = min(overloaded.calls, own) + pooled_overloaded
+            excess = 1.0 - self._overload_k * (requests - min(refused, requests)) / requests
+            attempts = requests + shed.calls
             probability = max(probability, excess * attempts / (attempts + 1))
         return min(self._max_reject, max(0.0, probability))
 

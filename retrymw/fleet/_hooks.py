@@ -11,8 +11,9 @@ live state). It attaches to it through these methods, which `RetryBudget`, `Circ
   ``retry_in`` seconds, or ``"closed"``), with the usual event; and
   ``CircuitBreaker.gate_probes(gate)``: a half-open admission also needs ``gate()`` to be true
   (a fleet-wide probe lease); ``None`` removes the gate.
-* ``AdaptiveThrottle.pool(requests, accepts)``: the other processes' trailing-window counts,
-  added to the local ones in the rejection probability (``statistics()`` stays local).
+* ``AdaptiveThrottle.pool(requests, accepts, overloaded)``: the other processes'
+  trailing-window counts, added to the local ones in the rejection probability
+  (``statistics()`` stays local).
 * ``PerTarget.add_creation_listener(listener)``: ``listener(target, instance)`` for every
   instance created from now on.
 
@@ -81,10 +82,11 @@ class ThrottleHost(Protocol):
 
     name: str
 
-    def pool(self, requests: int, accepts: int, /) -> None:
-        """Count the other processes' trailing-window requests and accepts as well."""
+    def pool(self, requests: int, accepts: int, overloaded: int, /) -> None:
+        """Count the other processes' trailing-window requests, accepts and overload refusals
+        as well."""
         ...
 
     def statistics(self) -> Any:
-        """The throttle's snapshot (``requests``, ``accepts``: local only)."""
+        """The throttle's snapshot (``requests``, ``accepts``, ``overloaded``: local only)."""
         ...

@@ -178,29 +178,32 @@ redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))
 return {1, version, reopen, now}
 """
 
-#: KEYS: throttle hash, members zset. ARGV: member, requests, accepts, member_ttl_ms,
-#: key_ttl_ms. Returns {requests, accepts, members, now}: the sums over live members.
+#: KEYS: throttle hash, members zset. ARGV: member, requests, accepts, overloaded,
+#: member_ttl_ms, key_ttl_ms. Returns {requests, accepts, members, now, overloaded}: the sums
+#: over live members.
 #:
 #: Each process publishes its own trailing-window counts (a gauge, not increments), so a
 #: resend is harmless and a dead process's counts leave with its entry.
 THROTTLE = (
     _PRELUDE
     + """
-local member, member_ttl, key_ttl = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local member, member_ttl, key_ttl = ARGV[1], tonumber(ARGV[5]), tonumber(ARGV[6])
 local members = heartbeat(KEYS[2], member, member_ttl)
-redis.call('HSET', KEYS[1], member, (now + member_ttl) .. ':' .. ARGV[2] .. ':' .. ARGV[3])
-local requests, accepts = 0, 0
+local own = (now + member_ttl) .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[4]
+redis.call('HSET', KEYS[1], member, own)
+local requests, accepts, overloaded = 0, 0, 0
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local expiry, r, a = string.match(all[i + 1], '^(%d+):(%d+):(%d+)$')
-  if tonumber(expiry) <= now then
+  local expiry, r, a, o = string.match(all[i + 1], '^(%d+):(%d+):(%d+):(%d+)$')
+  if expiry == nil or tonumber(expiry) <= now then
     redis.call('HDEL', KEYS[1], all[i])
   else
     requests, accepts = requests + tonumber(r), accepts + tonumber(a)
+    overloaded = overloaded + tonumber(o)
   end
 end
 redis.call('PEXPIRE', KEYS[1], key_ttl)
 redis.call('PEXPIRE', KEYS[2], key_ttl)
-return {requests, accepts, members, now}
+return {requests, accepts, members, now, overloaded}
 """
 )

@@ -1,7 +1,8 @@
 """`SharedThrottle`: an adaptive throttle whose counts are pooled across the fleet.
 
-Each synchroniser step publishes the process's own trailing-window requests and accepts (a
-gauge per member, `_scripts.THROTTLE`) and hands the *other* members' sums to the throttle
+Each synchroniser step publishes the process's own trailing-window requests, accepts and
+overload refusals (a gauge per member, `_scripts.THROTTLE`) and hands the *other* members' sums
+to the throttle
 (``AdaptiveThrottle.pool``), so a low-rate process sheds as soon as the fleet sees the failures,
 not after its own window fills. Degraded, the pooled counts are dropped: the throttle judges on
 its own counts again, as it would without a fleet.
@@ -33,20 +34,24 @@ class SharedThrottle:
         self.throttle = throttle
         self.target = target
         self.members = 0
-        self._own = (0, 0)
+        self._own = (0, 0, 0)
 
     def prepare(self) -> list[Any]:
         """The script's arguments after ``member``: this process's window counts."""
         stats = self.throttle.statistics()
-        self._own = (int(stats.requests), int(stats.accepts))
+        self._own = (int(stats.requests), int(stats.accepts), int(stats.overloaded))
         return list(self._own)
 
     def apply(self, reply: list[Any]) -> None:
         """Pool the other members' counts (the sums less this process's own)."""
-        requests, accepts, self.members = int(reply[0]), int(reply[1]), int(reply[2])
-        own_requests, own_accepts = self._own
-        self.throttle.pool(max(0, requests - own_requests), max(0, accepts - own_accepts))
+        requests, accepts, self.members, overloaded = (int(reply[i]) for i in (0, 1, 2, 4))
+        own_requests, own_accepts, own_overloaded = self._own
+        self.throttle.pool(
+            max(0, requests - own_requests),
+            max(0, accepts - own_accepts),
+            max(0, overloaded - own_overloaded),
+        )
 
     def fall_back(self) -> None:
         """Degraded: the local counts alone."""
-        self.throttle.pool(0, 0)
+        self.throttle.pool(0, 0, 0)

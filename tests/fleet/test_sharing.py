@@ -81,6 +81,23 @@ def test_throttle_counts_are_pooled(fleets: list[RedisFleet]) -> None:
     assert quiet.reject_probability() == 0.0
 
 
+def test_overload_refusals_are_pooled(fleets: list[RedisFleet]) -> None:
+    """Another member's 503s reach a quiet member's overload term: half its attempts refused
+    over 200 is shed at overload_k (the general term alone would leave 50% failing alone)."""
+    refused, quiet = AdaptiveThrottle(name="api"), AdaptiveThrottle(name="api")
+    fleets[0].attach(refused)
+    fleets[1].attach(quiet)
+    for _ in range(100):
+        refused.record_success()
+        refused.record_failure(overloaded=True)
+    fleets[0].sync()
+    fleets[1].sync()
+    assert quiet.statistics().overloaded == 0  # its own counts stay its own
+    assert quiet.reject_probability() == pytest.approx((1 - 1.4 * 0.5) * 200 / 201)
+    fleets[1].close()
+    assert quiet.reject_probability() == 0.0
+
+
 def test_per_target_instances_join_as_they_are_created(fleets: list[RedisFleet]) -> None:
     per_target = [PerTarget(CircuitBreaker(name="http", failure_threshold=2)) for _ in fleets]
     early = per_target[0].for_target("a.example")

@@ -93,16 +93,22 @@ def test_overload_k_one_sheds_only_the_refused_share(clock: FakeClock) -> None:
     assert throttle.reject_probability() == pytest.approx(10 / 101)
 
 
-def test_pooled_counts_feed_the_general_term_only(clock: FakeClock) -> None:
-    """The fleet pools requests and accepts; the overload term reads this process's counts."""
+def test_pooled_counts_count_in_both_terms(clock: FakeClock) -> None:
+    """The fleet pools requests, accepts and overload refusals: a low-rate process sheds an
+    overload the fleet sees, and a fleet that is healthy weighs against one process's refusals,
+    as the general term weighs failures."""
     throttle = AdaptiveThrottle(clock=clock)
-    feed(throttle, 5, 0, 5)  # 50% refused locally
-    local = throttle.reject_probability()
-    assert local == pytest.approx((1 - 1.4 * 0.5) * 10 / 11)
-    throttle.pool(1000, 1000)  # a healthy fleet does not dilute the local refusals
-    assert throttle.reject_probability() == pytest.approx(local)
-    throttle.pool(1000, 0)  # a dead fleet raises the general term past the local one
+    feed(throttle, 1, 0, 1)  # 50% refused, on two attempts: little confidence alone
+    alone = throttle.reject_probability()
+    assert alone == pytest.approx((1 - 1.4 * 0.5) * 2 / 3)
+    throttle.pool(998, 499, 499)  # the fleet: 50% refused over a thousand attempts
+    assert throttle.reject_probability() == pytest.approx((1 - 1.4 * 0.5) * 1000 / 1001)
+    throttle.pool(998, 998, 0)  # a healthy fleet: 1 refusal in 1000 is left alone
+    assert throttle.reject_probability() == 0.0
+    throttle.pool(998, 0, 0)  # a dead fleet (plain failures) raises the general term
     assert throttle.reject_probability() == pytest.approx(0.9)
+    throttle.pool(0, 0, 0)
+    assert throttle.reject_probability() == pytest.approx(alone)
 
 
 # -- the Retrier tells the throttle which failures were overload refusals -------------------------
