@@ -256,3 +256,27 @@ def test_one_dead_target_among_2000_refuses_no_healthy_call() -> None:
     clock = FakeClock()
     shared = CircuitBreaker(failure_threshold=3, failure_rate_threshold=None, clock=clock)
     assert dead_target_run(clock, shared, per_target=False)[0] > 0
+
+
+def test_the_readme_quotes_these_runs() -> None:
+    """The README's partial-failure and overload figures are these runs' (seed 0)."""
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    partial = {
+        setup: run("partial failure 1 of 2", setup).success_rate
+        for setup in ("no retries", "+ budget", "retries + throttle")
+    }
+    overload = {
+        setup: run("overload 1.5x", setup).goodput
+        for setup in ("no retries", "+ budget + throttle")
+    }
+    assert (
+        f"success {partial['+ budget']:.3f} with the budget, "
+        f"{partial['retries + throttle']:.3f} with retries + throttle, "
+        f"{partial['no retries']:.2f} without retries"
+    ) in readme
+    assert (
+        f"serve {overload['+ budget + throttle']:.1f} calls/s against "
+        f"{overload['no retries']:.1f} without retries"
+    ) in readme
