@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from ._floor import otel_floor
 from ._harness import Case, Group, Prepared, Unavailable
 from ._instruments import OtelSdk, otel_sdk, telemetry
 from .cases_core import RESULT, flaky_async, floor_async, ok_async, retrymw_retrier
@@ -487,11 +488,13 @@ def groups(quick: bool) -> list[Group]:
         ),
         _retrymw_case("retrymw OTel SDK", "otel-sdk", failing=False),
         Case("replay: OTel SDK primitives", "replay", _otel_replay(failing=False)),
+        Case("floor: today's OTel SDK primitives", "floor", otel_floor(failing=False)),
     ]
     failure = [
         Case("hand-written loop", "hand-written", _floor, baseline=True),
         _retrymw_case("retrymw OTel SDK", "otel-sdk", failing=True),
         Case("replay: OTel SDK primitives", "replay", _otel_replay(failing=True)),
+        Case("floor: today's OTel SDK primitives", "floor", otel_floor(failing=True)),
     ]
     http = [
         _http_case("bare AsyncClient", "bare"),
@@ -504,16 +507,18 @@ def groups(quick: bool) -> list[Group]:
             "Primitives replayed, coroutine success",
             "`Retrier.call` on a trivial coroutine (default budget) with Prometheus or the OTel "
             "SDK (in-memory exporter and reader), next to straight-line code calling exactly the "
-            "primitives retrymw 0.x called for that path (frozen: see benchmarks/cases_replay.py). "
-            "The two 'span current' cases attach a context around the call, one with a sampled "
-            "span (exemplars due), one with none.",
+            "primitives retrymw 0.x called for that path (frozen: see benchmarks/cases_replay.py), "
+            "and to the floor: the OTel primitives retrymw calls today, alone "
+            "(benchmarks/_floor.py). The two 'span current' cases attach a context around the "
+            "call, one with a sampled span (exemplars due), one with none.",
             success,
         ),
         Group(
             "replay-failure",
             "Primitives replayed, coroutine fail, fail, ok",
             "`Retrier.call` (budget off) on a coroutine failing twice then succeeding, zero "
-            "delay, OTel SDK, next to the primitives retrymw 0.x called for it.",
+            "delay, OTel SDK, next to the primitives retrymw 0.x called for it and the ones it "
+            "calls today (the floor).",
             failure,
         ),
         Group(

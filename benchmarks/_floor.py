@@ -1,0 +1,168 @@
+"""The floor of the trimmed telemetry contract: its OpenTelemetry primitives, nothing else.
+
+Straight-line code calling exactly the SDK primitives retrymw calls today (after issue 18's
+trims) for a coroutine call, with the same names, attributes and contexts: the cost of what the
+contract emits, with no engine and no instrument around it. Beside retrymw in the replay groups,
+``retrymw / floor`` is what the library adds on top of its own emissions, and ``floor / replay``
+the least the contract can cost against 0.x's primitives.
+
+- success: the call span made current (3 attributes), the attempt duration (no exemplar), the
+  call duration (its exemplar the call span), the outcome and attempt count set on the span;
+- fail, fail, ok: the same call span; the first attempt's span written when it is retried, from
+  its start, with its exception as type and message; the later attempts' spans made current;
+  each attempt's duration, each backoff's duration (no exemplar) and a ``retrymw.backoff``
+  event on the call span; ``sleep(0)`` twice; the call duration, the attempts per call (no
+  exemplar) and the call span's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._harness import Prepared
+from ._instruments import otel_sdk
+from .cases_core import RESULT, flaky_async, ok_async
+
+__all__ = ["otel_floor"]
+
+POLICY = "default"
+
+
+def otel_floor(failing: bool) -> Callable[[], Prepared]:
+    """The trimmed contract's OpenTelemetry primitives for a coroutine call."""
+
+    def make() -> Prepared:
+        from opentelemetry import context as otel_context
+        from opentelemetry import metrics, trace
+        from opentelemetry.context import Context
+        from opentelemetry.trace import INVALID_SPAN, SpanKind, Status, StatusCode
+
+        from retrymw._core.redact import exception_text
+        from retrymw.instrumentation import _names as names
+
+        sdk = otel_sdk()
+        tracer = trace.get_tracer(names.SCOPE, "0", sdk.tracer_provider)
+        meter = metrics.get_meter(names.SCOPE, "0", sdk.meter_provider)
+
+        def histogram(spec: Any) -> Any:
+            buckets = list(spec.buckets or ())
+            return meter.create_histogram(
+                spec.otel, spec.unit, explicit_bucket_boundaries_advisory=buckets
+            )
+
+        call_duration = histogram(names.CALL_DURATION)
+        call_attempts = histogram(names.CALL_ATTEMPTS)
+        attempt_duration = histogram(names.ATTEMPT_DURATION)
+        backoff = histogram(names.BACKOFF_DURATION)
+        no_span = trace.set_span_in_context(INVALID_SPAN, Context())
+        error_status = Status(StatusCode.ERROR)
+        fn = flaky_async()[0] if failing else ok_async
+        operation = "flaky" if failing else "ok_async"
+        monotonic = time.monotonic
+
+        def exception_event(span: Any, error: Exception) -> None:
+            span.add_event(
+                names.EVENT_EXCEPTION,
+                {
+                    names.ATTR_EXCEPTION_TYPE: type(error).__qualname__,
+                    names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
+                },
+            )
+
+        async def floor() -> Any:
+            started = monotonic()
+            span = tracer.start_span(
+                f"retrymw {operation}",
+                kind=SpanKind.INTERNAL,
+                attributes={
+                    names.ATTR_POLICY: POLICY,
+                    names.ATTR_TARGET: operation,
+                    names.ATTR_MAX_ATTEMPTS: 3,
+                },
+            )
+            token = otel_context.attach(trace.set_span_in_context(span))
+            attempt, result = 0, None
+            while True:
+                attempt += 1
+                attempt_span, attempt_token = None, None
+                if attempt > 1:
+                    attempt_span = tracer.start_span(
+                        f"retrymw.attempt {operation}",
+                        kind=SpanKind.INTERNAL,
+                        attributes={names.ATTR_ATTEMPT: attempt},
+                    )
+                    attempt_token = otel_context.attach(trace.set_span_in_context(attempt_span))
+                attempt_started, attempt_ns = monotonic(), time.time_ns()
+                error: Exception | None = None
+                try:
+                    result = await fn()
+                except Exception as caught:
+                    error = caught
+                outcome = "success" if error is None else "retried"
+                labels: dict[str, Any] = {
+                    names.ATTR_POLICY: POLICY,
+                    names.ATTR_TARGET: operation,
+                    names.ATTR_ATTEMPT_OUTCOME: outcome,
+                }
+                if error is not None:
+                    labels[names.ATTR_ERROR_TYPE] = type(error).__qualname__
+                attempt_duration.record(monotonic() - attempt_started, labels, context=no_span)
+                if error is not None and attempt_span is None:
+                    late = tracer.start_span(
+                        f"retrymw.attempt {operation}",
+                        kind=SpanKind.INTERNAL,
+                        attributes={
+                            names.ATTR_ATTEMPT: attempt,
+                            names.ATTR_ATTEMPT_OUTCOME: outcome,
+                            names.ATTR_ERROR_TYPE: type(error).__qualname__,
+                        },
+                        start_time=attempt_ns,
+                    )
+                    exception_event(late, error)
+                    late.set_status(error_status)
+                    late.end()
+                if attempt_span is not None and attempt_token is not None:
+                    ending: dict[str, Any] = {names.ATTR_ATTEMPT_OUTCOME: outcome}
+                    if error is not None:
+                        exception_event(attempt_span, error)
+                        ending[names.ATTR_ERROR_TYPE] = type(error).__qualname__
+                        attempt_span.set_status(error_status)
+                    attempt_span.set_attributes(ending)
+                    attempt_span.end()
+                    otel_context.detach(attempt_token)
+                if error is None:
+                    break
+                where = {names.ATTR_POLICY: POLICY, names.ATTR_TARGET: operation}
+                backoff.record(0.0, where, context=no_span)
+                span.add_event(
+                    names.EVENT_BACKOFF,
+                    {
+                        names.ATTR_BACKOFF_DELAY: 0.0,
+                        names.ATTR_ATTEMPT: attempt + 1,
+                        names.ATTR_ERROR_TYPE: type(error).__qualname__,
+                    },
+                )
+                await asyncio.sleep(0)
+            labels = {
+                names.ATTR_POLICY: POLICY,
+                names.ATTR_TARGET: operation,
+                names.ATTR_OUTCOME: "success",
+            }
+            call_duration.record(monotonic() - started, labels)
+            if attempt != 1:
+                call_attempts.record(attempt, labels, context=no_span)
+            span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: attempt})
+            span.end()
+            otel_context.detach(token)
+            return result
+
+        def check(result: Any) -> None:
+            if result != RESULT:
+                raise AssertionError(f"expected {RESULT}, got {result!r}")
+
+        return Prepared(op=floor, check=check, reset=sdk.reset)
+
+    return make
