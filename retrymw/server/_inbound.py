@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._core.errors import ConfigError
 from .._core.layers import Inbound
 from ..instrumentation._names import (
+    INBOUND_ATTEMPTS,
     INBOUND_REQUESTS,
     MAX_ROUTES,
     OVERFLOW,
@@ -109,7 +110,7 @@ class InboundRecorder:
         metrics: ``False`` to record no metric.
     """
 
-    __slots__ = ("_counter", "_routes", "attempt_header", "service")
+    __slots__ = ("_counter", "_routes", "_seen", "attempt_header", "service")
 
     def __init__(
         self,
@@ -130,6 +131,7 @@ class InboundRecorder:
         self.attempt_header = attempt_header.lower()
         self._counter = _counter(registry) if metrics else None
         self._routes = BoundedValues(MAX_ROUTES, OVERFLOW)
+        self._seen: set[str] = set()  # routes whose series exist (bounded by the routes cap)
 
     def open(self, header: str | bytes | None) -> Inbound:
         """The `Inbound` of a request whose attempt header is ``header``."""
@@ -145,6 +147,13 @@ class InboundRecorder:
             return
         label = UNKNOWN_ROUTE if not route else self._routes(route)
         try:
+            if label not in self._seen:
+                # Every kind from a route's first request, at 0: rate() extrapolates each
+                # series from its own first sample, so a retry series born mid-window would
+                # skew the retry share (and increase() would miss its first retry).
+                for kind in INBOUND_ATTEMPTS:
+                    counter.labels(self.service, label, kind)
+                self._seen.add(label)
             counter.labels(self.service, label, _kind(inbound.attempt)).inc()
         except Exception:  # pragma: no cover - prometheus_client does not raise here
             return

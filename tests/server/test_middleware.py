@@ -127,6 +127,10 @@ async def test_asgi_passes_other_scopes_through_and_serves_in_context() -> None:
     assert current_request() is None
     labels = {"retrymw_service": "svc", "retrymw_route": "_unknown", "retrymw_attempt": "retry"}
     assert registry.get_sample_value("retrymw_inbound_requests_total", labels) == 1.0
+    # The route's other kinds exist from its first request, at 0 (rate() over the share).
+    for kind in ("first", "unknown"):
+        labels["retrymw_attempt"] = kind
+        assert registry.get_sample_value("retrymw_inbound_requests_total", labels) == 0.0
     assert sent[0]["status"] == 204
 
 
