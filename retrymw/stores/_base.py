@@ -75,8 +75,13 @@ class Store(Protocol):
 
     def add_failure(
         self, key: str, now: float, *, delay: float, expires_at: float | None, next_at: float
-    ) -> ResumeRecord:
-        """Atomically add ``delay``, set the expiry if unset and ``next_at``; return the record."""
+    ) -> ResumeRecord | None:
+        """Atomically add ``delay``, set the expiry if unset and ``next_at``; return the record.
+
+        ``None`` without the record: another process ended the call and deleted it, and a
+        failure must not bring it back (its next claim would count from 1 again, and an attempt
+        number that already ran would run twice).
+        """
         ...
 
     def delete(self, key: str) -> None:

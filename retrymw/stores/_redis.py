@@ -25,10 +25,10 @@ redis.call('EXPIRE', KEYS[1], math.ceil(anchor - now + tonumber(ARGV[2])))
 return redis.call('HMGET', KEYS[1], 'a', 'd', 'e', 'n')
 """
 _ADD_FAILURE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HINCRBYFLOAT', KEYS[1], 'd', ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], 'e', ARGV[2]) end
 redis.call('HSET', KEYS[1], 'n', ARGV[3])
-redis.call('HSETNX', KEYS[1], 'a', 1)
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return redis.call('HMGET', KEYS[1], 'a', 'd', 'e', 'n')
 """
@@ -112,22 +112,19 @@ class RedisStore:
 
     def add_failure(
         self, key: str, now: float, *, delay: float, expires_at: float | None, next_at: float
-    ) -> ResumeRecord:
+    ) -> ResumeRecord | None:
         """See `Store.add_failure`."""
         keep = keep_until(ResumeRecord(0, 0.0, expires_at, next_at), now, self.retention)
-        record = _record(
-            self._add_failure(
-                keys=[self._key(key)],
-                args=[
-                    repr(delay),
-                    "" if expires_at is None else repr(expires_at),
-                    repr(next_at),
-                    max(1, int(keep - now + 1.0)),
-                ],
-            )
+        values = self._add_failure(
+            keys=[self._key(key)],
+            args=[
+                repr(delay),
+                "" if expires_at is None else repr(expires_at),
+                repr(next_at),
+                max(1, int(keep - now + 1.0)),
+            ],
         )
-        assert record is not None  # the script has just written it
-        return record
+        return None if values is None else _record(values)
 
     def delete(self, key: str) -> None:
         """See `Store.delete`."""

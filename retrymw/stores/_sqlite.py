@@ -159,7 +159,7 @@ class SQLiteStore:
 
     def add_failure(
         self, key: str, now: float, *, delay: float, expires_at: float | None, next_at: float
-    ) -> ResumeRecord:
+    ) -> ResumeRecord | None:
         """See `Store.add_failure`."""
         keep = keep_until(ResumeRecord(0, 0.0, expires_at, next_at), now, self.retention)
         with self._lock:
@@ -167,21 +167,19 @@ class SQLiteStore:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 row = connection.execute(
-                    f"INSERT INTO {_TABLE} "
-                    "(key, attempts, delay_so_far, expires_at, next_at, keep_until) "
-                    "VALUES (?, 1, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-                    "delay_so_far = delay_so_far + excluded.delay_so_far, "
-                    "expires_at = coalesce(expires_at, excluded.expires_at), "
-                    "next_at = excluded.next_at, "
-                    "keep_until = max(keep_until, excluded.keep_until) "
-                    f"RETURNING {_COLUMNS}",
-                    (key, delay, expires_at, next_at, keep),
+                    f"UPDATE {_TABLE} SET "
+                    "delay_so_far = delay_so_far + ?, "
+                    "expires_at = coalesce(expires_at, ?), "
+                    "next_at = ?, "
+                    "keep_until = max(keep_until, ?) "
+                    f"WHERE key = ? RETURNING {_COLUMNS}",
+                    (delay, expires_at, next_at, keep, key),
                 ).fetchone()
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
-        return ResumeRecord(*row)
+        return None if row is None else ResumeRecord(*row)
 
     def delete(self, key: str) -> None:
         """See `Store.delete`."""

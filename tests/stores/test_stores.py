@@ -57,6 +57,18 @@ def test_a_claim_counts_one_attempt_per_call_and_needs_the_record_to_go_on(store
     assert store.load("k", 102.0) is None
 
 
+def test_a_failure_never_brings_back_a_deleted_record(store: Store) -> None:
+    """A call ended by another process stays ended: a late failure of a worker that was still
+    running finds no record (``None``), and its next claim is told so, instead of a fresh
+    record whose count starts again at 1 (then attempt numbers that already ran would run again
+    in this worker)."""
+    store.claim("k", 100.0, create=True)
+    store.delete("k")  # another worker gave up and ended the call
+    assert store.add_failure("k", 101.0, delay=1.0, expires_at=None, next_at=102.0) is None
+    assert store.load("k", 101.0) is None
+    assert store.claim("k", 102.0, create=False) is None
+
+
 def test_sqlite_records_expire_after_their_retention(tmp_path: Path) -> None:
     """A record past its budget's expiry plus the retention is gone, and purged from the file."""
     store = SQLiteStore(tmp_path / "r.db", retention="1h")
