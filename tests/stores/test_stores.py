@@ -170,6 +170,27 @@ def test_a_resumed_call_with_no_attempt_left_raises_resume_exhausted(tmp_path: P
     assert (calls, raised.value.reason, raised.value.attempts) == ([], "max_attempts", 3)
 
 
+def test_a_call_ended_elsewhere_mid_attempt_runs_no_attempt_number_twice(
+    tmp_path: Path,
+) -> None:
+    """Another worker ends the call (deletes its record) while this one's attempt 1 runs:
+    this one's failure does not bring the record back, and it stops with its own last error
+    rather than numbering a new record from 1 (before the fix: 3 attempts here)."""
+    store = SQLiteStore(tmp_path / "r.db")
+    calls: list[int] = []
+
+    def ended_elsewhere_then_fails() -> None:
+        calls.append(1)
+        store.delete(retrymw_key("job"))  # the other worker gave up meanwhile
+        raise ConnectionError("down")
+
+    retrier = Retrier(RetryPolicy(attempts=3), store=store, clock=FakeClock(), instruments=())
+    with resume("job"), pytest.raises(ConnectionError, match="down"):
+        retrier.call_sync(ended_elsewhere_then_fails)
+    assert calls == [1]
+    assert len(store) == 0
+
+
 def test_the_budget_expiry_is_wall_clock_time(tmp_path: Path) -> None:
     """A budget expired on the wall clock ends a resumed call with RetryBudgetExhausted."""
     store = SQLiteStore(tmp_path / "r.db")
