@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -23,3 +24,12 @@ def require_binary(name: str) -> str:
             f"{name} not found: run `make test` as root, or `sudo apt-get install {package}`"
         )
     return path
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` exists any more (reaped, or never was)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

@@ -18,7 +18,7 @@ import pytest
 
 from retrymw.cli import main
 from tests.redis_server import redis_server
-from tests.system import require_binary
+from tests.system import process_gone, require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 120.0  # the longest a run may take; these take ~5-8 s
@@ -29,14 +29,6 @@ AMPLIFICATION = r"fleet amplification, {}: (\d+\.\d{{3}})x"
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RETRYMW_"))}
     return {**env, "PYTHONIOENCODING": "utf-8", **extra}
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def _redis_pid(out: str) -> int:
@@ -53,7 +45,7 @@ def test_fleet_demo_compares_shared_and_per_process_budgets() -> None:
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 0, (out, done.stderr)
-    assert _gone(_redis_pid(out))
+    assert process_gone(_redis_pid(out))
     assert "upstream outage begins" in out
     assert "upstream outage ends" in out
     # Both groups reported, and each met the outage: 2 processes x 5 calls/s x 1.5 s.
@@ -98,7 +90,7 @@ def test_ctrl_c_stops_the_clients_and_redis_and_still_reports() -> None:
     assert process.returncode == 0, out
     assert "stopping: the clients finish their calls in flight" in out
     assert "fleet summary" in out
-    assert _gone(_redis_pid(out))
+    assert process_gone(_redis_pid(out))
 
 
 def test_a_missing_redis_server_is_one_clear_line(

@@ -6,7 +6,6 @@ and ``/bin/sh`` scripts standing in for a redis-server that exits or ignores SIG
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -23,15 +22,7 @@ from retrymw.fleet._server import (
     free_port,
     stop_process,
 )
-from tests.system import require_binary
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+from tests.system import process_gone, require_binary
 
 
 def _fake_binary(directory: Path, body: str) -> str:
@@ -65,7 +56,7 @@ def test_it_answers_on_loopback_and_stops_by_pid_leaving_nothing(tmp_path: Path)
     finally:
         server.stop()
     assert server.process is None
-    assert _gone(pid)
+    assert process_gone(pid)
     assert not answers_ping(server.port)
     assert not directory.exists()
     server.stop()  # a second stop is harmless

@@ -228,24 +228,28 @@ async def _ok() -> str:
     return "ok"
 
 
-async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
-    """Instrument names, units, kinds and attribute keys come from `_names`: DESIGN's table and
-    the live gauges of the announced policy, budget, breaker and throttle, all present."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    instrument = OpenTelemetryInstrument(meter_provider=provider)
+async def _every_series(instrument: Any, clock: FakeClock) -> Any:
+    """Run the ten scenarios, then one more retrier with a throttle (no scenario has one);
+    return it: OTel reports only live objects, so the caller keeps it (and its breaker)."""
     for scenario in ALL_TEN:
         await run_scenario(scenario, clock, [instrument])
-    # No scenario has a throttle: one more retrier announces one. OTel reports only live
-    # objects (the scenarios' may be collected by now), so this one is kept with a breaker,
-    # and called once (a shared budget is read per target).
     extra = retrier(
         clock,
         [instrument],
         breaker=CircuitBreaker(name="extra", clock=clock),
         throttle=AdaptiveThrottle(clock=clock),
     )
-    assert await extra.call(_ok) == "ok"
+    assert await extra.call(_ok) == "ok"  # a shared budget is read per target
+    return extra
+
+
+async def test_otel_instrument_emits_exactly_these_names(clock: FakeClock) -> None:
+    """Instrument names, units, kinds and attribute keys come from `_names`: DESIGN's table and
+    the live gauges of the announced policy, budget, breaker and throttle, all present."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    instrument = OpenTelemetryInstrument(meter_provider=provider)
+    _kept_alive = await _every_series(instrument, clock)
     data = reader.get_metrics_data()
     assert data is not None
     specs = {spec.otel: spec for spec in (*names.METRICS, *names.LIVE_GAUGES)}
@@ -280,15 +284,7 @@ async def test_the_otel_prometheus_exporter_produces_the_same_names(clock: FakeC
     reader = exporter.PrometheusMetricReader(registry=registry)
     provider = MeterProvider(metric_readers=[reader])
     instrument = OpenTelemetryInstrument(meter_provider=provider)
-    for scenario in ALL_TEN:
-        await run_scenario(scenario, clock, [instrument])
-    extra = retrier(
-        clock,
-        [instrument],
-        breaker=CircuitBreaker(name="extra", clock=clock),
-        throttle=AdaptiveThrottle(clock=clock),
-    )
-    assert await extra.call(_ok) == "ok"
+    _kept_alive = await _every_series(instrument, clock)
     families = {
         family.name + "_total" if family.type == "counter" else family.name: family
         for family in text_string_to_metric_families(generate_latest(registry).decode())
