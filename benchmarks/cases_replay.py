@@ -300,7 +300,7 @@ def _otel_replay(failing: bool) -> Callable[[], Prepared]:
                 otel.backoff.record(0.0, {names.ATTR_POLICY: POLICY, names.ATTR_TARGET: target})
                 otel.call_var.get()
                 b_span = otel.tracer.start_span(
-                    names.SPAN_BACKOFF,
+                    "retrymw.backoff",  # 0.x: an INTERNAL span per sleep
                     kind=SpanKind.INTERNAL,
                     attributes={
                         names.ATTR_BACKOFF_DELAY: 0.0,

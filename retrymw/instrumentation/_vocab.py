@@ -83,7 +83,6 @@ __all__ = [
     "SCHEMA_URL",
     "SCOPE",
     "SPAN_ATTEMPT",
-    "SPAN_BACKOFF",
     "SPAN_CALL",
     "SPAN_HTTP_OTHER",
     "UNKNOWN_ROUTE",
@@ -229,8 +228,6 @@ SPAN_HTTP_OTHER = "HTTP"
 #: Each backoff wait: an event on the call span, at the start of the wait (a span per sleep cost
 #: as much as the attempt it separated; the next attempt's span starts where the wait ends).
 EVENT_BACKOFF = "retrymw.backoff"
-#: The name backoff waits had as INTERNAL spans, before they became `EVENT_BACKOFF` events.
-SPAN_BACKOFF = EVENT_BACKOFF
 #: On the call span: a retryable failure got no retry (``retrymw.reason``, ``retrymw.attempt``).
 EVENT_RETRY_DENIED = "retrymw.retry.denied"
 #: On the current call span, if any: a breaker transition (circuit, previous state, state).
