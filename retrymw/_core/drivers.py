@@ -15,7 +15,8 @@ import anyio
 
 from .callables import Refused
 from .clock import Clock, waits_disabled
-from .instruments import NO_SCOPES, Dispatch, Hook
+from .events import CallStarted
+from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .policy import RetryPolicy
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
@@ -84,10 +85,10 @@ class Engine:
         `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` and
         ``started``.
         """
-        return self._plain_hooks(policy, self._current()[0], results_checked=True)
+        return self._plain_hooks(policy, self._current()[0], transport=True)
 
     def _plain_hooks(
-        self, policy: RetryPolicy, dispatch: Dispatch, *, results_checked: bool = False
+        self, policy: RetryPolicy, dispatch: Dispatch, *, transport: bool = False
     ) -> Plain:
         """How calls under ``policy`` run their first attempt: `Plain`."""
         # The plain path runs the first attempt with no bookkeeping at all; anything that must
@@ -98,12 +99,11 @@ class Engine:
             or self._store is not None
             or policy.timeout is not None
             or policy.deadline is not None
-            or (
-                not results_checked and policy.retry_on is not None and policy.retry_on.uses_results
-            )
+            or (not transport and policy.retry_on is not None and policy.retry_on.uses_results)
         ):
             return None
-        return dispatch.first_success_hooks()
+        # A transport's attempt has its own scope (the CLIENT span), so no call scope will do.
+        return dispatch.first_success_hooks(scoped=not transport)
 
     def report_first_success(
         self, hooks: tuple[Hook, ...], policy: str, target: str, started: float
@@ -123,6 +123,37 @@ class Engine:
                 budget_available = budget.available()
         Dispatch.report_first_success(hooks, policy, target, now - started, budget_available)
 
+    def open_plain(self, dispatch: Dispatch, operation: str) -> Scopes:
+        """Enter the call scopes a call's bare first attempt runs in (`Dispatch.fast_call_started`).
+
+        Only instruments that set `Instrument.fast_path_call_scope` have them. If the attempt
+        fails, the scopes go to `execute_async` / `execute_sync` with ``plain_scopes``; if it
+        raises past the retrier (cancellation), to `abandon_plain`.
+        """
+        policy = self.policy
+        return Dispatch.enter(
+            dispatch.fast_call_started,
+            CallStarted(policy.name, operation, operation, policy.attempts, None),
+        )
+
+    def abandon_plain(
+        self,
+        dispatch: Dispatch,
+        scopes: Scopes | None,
+        operation: str,
+        since: int,
+        started: float | None,
+        error: BaseException,
+    ) -> None:
+        """A bare first attempt ended the call with what is never retried (cancellation,
+        ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
+        scopes `open_plain` entered, if any."""
+        run = CallRun(self, self.policy, operation, None, None, None, dispatch, since, started)
+        if scopes is not None:
+            run.call_scopes = scopes
+        run.state.attempt = 1
+        run.abort(error)
+
     # -- drivers -------------------------------------------------------------------------------
 
     def _open_run(
@@ -136,18 +167,21 @@ class Engine:
         first_result: object,
         since: int | None,
         started: float | None,
+        plain_scopes: tuple[Dispatch, Scopes] | None = None,
     ) -> CallRun:
-        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had."""
+        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had,
+        and the call scopes its first attempt ran in (``plain_scopes``)."""
         resumed = first_error is not None or first_result is not _NOT_GIVEN
-        # The plain path is only taken without the idle instruments (`Engine._current`).
         quiet = self._quiet
-        if quiet is None:
+        if plain_scopes is not None:
+            dispatch = plain_scopes[0]
+        elif quiet is None:
             dispatch = self._dispatch
         elif resumed:
-            dispatch = quiet[0]
+            dispatch = quiet[0]  # a plain path without scopes: taken without the idle instruments
         else:
             dispatch = self._current()[0]
-        return CallRun(
+        run = CallRun(
             self,
             policy or self.policy,
             operation,
@@ -159,6 +193,9 @@ class Engine:
             started,
             resumed,
         )
+        if plain_scopes is not None:
+            run.call_scopes = plain_scopes[1]
+        return run
 
     async def execute_async(
         self,
@@ -173,6 +210,7 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
+        plain_scopes: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
@@ -181,7 +219,8 @@ class Engine:
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
         whose first attempt already ran on the plain path (see `plain_first_attempt`), with
         ``since``, the `next_serial` taken before that attempt (retry at one layer), ``started``,
-        the clock's time when it began (then reported as the call's first attempt).
+        the clock's time when it began (then reported as the call's first attempt), and
+        ``plain_scopes``, the dispatch and the call scopes that attempt ran in (`open_plain`).
         """
         run = self._open_run(
             operation,
@@ -193,6 +232,7 @@ class Engine:
             first_result,
             since,
             started,
+            plain_scopes,
         )
         sleep = self._clock.sleep
         try:
@@ -244,6 +284,7 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
+        plain_scopes: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
         run = self._open_run(
@@ -256,6 +297,7 @@ class Engine:
             first_result,
             since,
             started,
+            plain_scopes,
         )
         sleep = self._clock.sleep_sync
         try:

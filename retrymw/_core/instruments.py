@@ -7,7 +7,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from .events import (
     Attached,
@@ -38,6 +38,18 @@ class Instrument:
 
     .. versionadded:: 0.1
     """
+
+    #: Whether this instrument's call scope may wrap a call's bare first attempt (the fast
+    #: path). True promises three things: `call_started` is then called before that attempt
+    #: and its scope entered around it; `attempt_started` is not called for it (if it fails,
+    #: `attempt_finished` reports it as attempt 1 with nothing before); and, if it succeeds,
+    #: `first_attempt_succeeded` is called inside the scope, instead of `attempt_finished` and
+    #: `call_finished`. The OpenTelemetry instrument sets it: its call span is current during
+    #: the attempt either way. ``False`` (the default): an instrument with `call_started` or
+    #: `attempt_started` keeps every call on the full path.
+    #:
+    #: .. versionadded:: 0.3
+    fast_path_call_scope: ClassVar[bool] = False
 
     def call_started(self, event: CallStarted, /) -> Scope | None:
         """A logical call begins; a returned context manager wraps the whole call."""
@@ -182,6 +194,7 @@ class Dispatch:
     __slots__ = (
         *HOOKS,
         "_first_success",
+        "fast_call_started",
         "guards",
         "idle_guards",
         "instruments",
@@ -204,6 +217,9 @@ class Dispatch:
         self.attached = _table(guards, "attached")
         # Decided once: the transports ask for every request (`Engine.plain_first_attempt`).
         self._first_success = self._first_success_hooks()
+        # The call scopes a fast-path call enters around its bare first attempt (only
+        # instruments that set `Instrument.fast_path_call_scope` have any).
+        self.fast_call_started = () if self._first_success is None else self.call_started
         # Whether any hook reads an attempt's or a call's status (see `CallRun._outcome`).
         self.observes_outcomes = bool(
             self.attempt_finished
@@ -220,17 +236,30 @@ class Dispatch:
             not in (None, Instrument.listening)
         )
 
-    def first_success_hooks(self) -> tuple[Hook, ...] | None:
+    def first_success_hooks(self, *, scoped: bool = True) -> tuple[Hook, ...] | None:
         """The hooks that record a first-attempt success on the fast path, if they suffice.
 
-        ``None`` when some instrument opens call or attempt scopes, or observes attempts or
-        calls without `Instrument.first_attempt_succeeded`: those calls need the events.
+        ``None`` when some instrument opens call or attempt scopes (other than the call scopes
+        of instruments that set `Instrument.fast_path_call_scope`, which the fast path then
+        enters from `fast_call_started`; none at all without ``scoped``), or observes attempts
+        or calls without `Instrument.first_attempt_succeeded`: those calls need the events.
         """
+        if not scoped and self.fast_call_started:
+            return None
         return self._first_success
 
     def _first_success_hooks(self) -> tuple[Hook, ...] | None:
-        if self.call_started or self.attempt_started:
-            return None
+        scoped = {
+            guard
+            for guard in self.guards
+            if getattr(type(guard.instrument), "fast_path_call_scope", False) is True
+        }
+        for guard, _ in self.call_started:
+            if guard not in scoped:
+                return None
+        for guard, _ in self.attempt_started:
+            if guard not in scoped:
+                return None
         fast = {guard for guard, _ in self.first_attempt_succeeded}
         for guard, _ in (*self.attempt_finished, *self.call_finished):
             if guard not in fast:

@@ -28,7 +28,7 @@ from .callables import (
 )
 from .clock import SYSTEM_CLOCK, Clock
 from .drivers import Engine
-from .instruments import Dispatch, Hook
+from .instruments import Dispatch, Hook, Scopes
 from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
@@ -263,8 +263,11 @@ class Retrier(Engine):
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        quiet = self._quiet
-        plain = self._plain if quiet is None or self._dispatch.listening() else quiet[1]
+        quiet, dispatch = self._quiet, self._dispatch
+        if quiet is None or dispatch.listening():
+            plain = self._plain
+        else:
+            dispatch, plain = quiet
         if plain is None:
             if not callable(fn):
                 check_callable(fn, "retrier.call()")
@@ -273,27 +276,44 @@ class Retrier(Engine):
             )
         since = next_serial()  # what is marked after this was marked inside this call
         started = self._clock.now() if plain else None
+        scopes = None
+        if dispatch.fast_call_started:
+            operation = operation or operation_name(fn)
+            scopes = self.open_plain(dispatch, operation)
         awaitable: Any = _NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
             result = await awaitable
         except Exception as error:
             first = error
+        except BaseException as error:
+            if plain:
+                self.abandon_plain(
+                    dispatch, scopes, operation or operation_name(fn), since, started, error
+                )
+            raise
         else:
             funded = self._funded
             if funded is not None and started is None:
                 # The common case, inline: `record_success` without its frame, nothing to report.
                 funded._count_success()
             else:
-                self._plain_success(plain, operation, fn, started)
+                self._plain_success(plain, operation, fn, started, scopes)
             return result  # type: ignore[no-any-return]
         # Misuse is told apart only once something failed, off the success path: ``fn`` not
         # callable, or what it returned not awaitable. Refused, never retried.
         if isinstance(first, TypeError):
-            if not callable(fn):
-                check_callable(fn, "retrier.call()")
-            if awaitable is not _NOT_GIVEN and not inspect.isawaitable(awaitable):
-                raise sync_result_error(fn, awaitable) from None
+            try:
+                if not callable(fn):
+                    check_callable(fn, "retrier.call()")
+                if awaitable is not _NOT_GIVEN and not inspect.isawaitable(awaitable):
+                    raise sync_result_error(fn, awaitable) from None
+            except TypeError as refusal:
+                if plain:
+                    self.abandon_plain(
+                        dispatch, scopes, operation or operation_name(fn), since, started, refusal
+                    )
+                raise
         # Outside the except block: the retries' exceptions must not carry the first one
         # as their __context__ ("During handling of the above exception...").
         return await self.execute_async(
@@ -302,40 +322,58 @@ class Retrier(Engine):
             first_error=first,
             since=since,
             started=started,
+            plain_scopes=None if scopes is None else (dispatch, scopes),
         )
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
-        plain, quiet = self._plain, self._quiet
-        if quiet is not None and not self._dispatch.listening():
-            plain = quiet[1]
-        if plain is not None:
-            since = next_serial()  # what is marked after this was marked inside this call
-            started = self._clock.now() if plain else None
-            first: Exception | None = None
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as error:
-                first = error
-            if first is not None:
-                # Outside the except block, as in `_call_async`: no accidental chaining.
-                return self.execute_sync(
-                    sync_attempt(fn, args, kwargs),
-                    operation=operation or operation_name(fn),
-                    first_error=first,
-                    since=since,
-                    started=started,
+        quiet, dispatch = self._quiet, self._dispatch
+        if quiet is None or dispatch.listening():
+            plain = self._plain
+        else:
+            dispatch, plain = quiet
+        if plain is None:
+            return self.execute_sync(
+                sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
+            )
+        since = next_serial()  # what is marked after this was marked inside this call
+        started = self._clock.now() if plain else None
+        scopes = None
+        if dispatch.fast_call_started:
+            operation = operation or operation_name(fn)
+            scopes = self.open_plain(dispatch, operation)
+        first: Exception | None = None
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as error:
+            first = error
+        except BaseException as error:
+            if plain:
+                self.abandon_plain(
+                    dispatch, scopes, operation or operation_name(fn), since, started, error
                 )
-            if type(result) in SUSPECT_RESULTS:
-                refusal = async_result_error(fn, result)
-                if refusal is not None:
-                    raise refusal  # never retried
-            self._plain_success(plain, operation, fn, started)
-            return result
-        return self.execute_sync(
-            sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
-        )
+            raise
+        if first is not None:
+            # Outside the except block, as in `_call_async`: no accidental chaining.
+            return self.execute_sync(
+                sync_attempt(fn, args, kwargs),
+                operation=operation or operation_name(fn),
+                first_error=first,
+                since=since,
+                started=started,
+                plain_scopes=None if scopes is None else (dispatch, scopes),
+            )
+        if type(result) in SUSPECT_RESULTS:
+            refusal = async_result_error(fn, result)
+            if refusal is not None:
+                if plain:
+                    self.abandon_plain(
+                        dispatch, scopes, operation or operation_name(fn), since, started, refusal
+                    )
+                raise refusal  # never retried
+        self._plain_success(plain, operation, fn, started, scopes)
+        return result
 
     def _plain_success(
         self,
@@ -343,8 +381,10 @@ class Retrier(Engine):
         operation: str | None,
         fn: Callable[..., Any],
         started: float | None,
+        scopes: Scopes | None = None,
     ) -> None:
-        """A call's bare first attempt succeeded: fund the budget and tell the instruments."""
+        """A call's bare first attempt succeeded: fund the budget, tell the instruments (inside
+        the call scopes `open_plain` entered), and exit those scopes."""
         funded = self._funded
         if funded is not None:
             funded.record_success()
@@ -354,6 +394,8 @@ class Retrier(Engine):
             self.report_first_success(
                 hooks, self.policy.name, operation or operation_name(fn), started
             )
+        if scopes is not None:
+            scopes.exit()
 
     def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
         """Fund the budget for a call that succeeded on the plain path."""

@@ -1,15 +1,21 @@
-"""The metrics-only fast path: a first-attempt success reaches instruments without events.
+"""The fast path: a first-attempt success reaches instruments without events.
 
 `Instrument.first_attempt_succeeded` replaces `attempt_finished` + `call_finished` for calls
 that succeed at once, only while every instrument observing attempts or calls implements it and
-none opens scopes; anything else (a retry, a scope, a breaker) takes the full path with events.
+none opens scopes but the call scopes of `Instrument.fast_path_call_scope` instruments (entered
+around the bare attempt); anything else (a retry, another scope, a breaker) takes the full path
+with events.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+import anyio
 import pytest
 
 from retrymw import CircuitBreaker, Retrier, RetryPolicy
@@ -193,3 +199,146 @@ def _get_twice(transport: Any) -> None:
     with httpx.Client(transport=transport) as client:
         assert client.get("http://api.test/a").status_code == 200
         assert client.get("http://api.test/b").status_code == 200
+
+
+CURRENT: ContextVar[str | None] = ContextVar("current_scope", default=None)
+
+
+class Scoped(Metered):
+    """Opens a call scope and keeps the fast path (`Instrument.fast_path_call_scope`)."""
+
+    fast_path_call_scope = True
+
+    def call_started(self, event: Any, /) -> Any:
+        self.seen.append(("call_started", event.operation))
+        return self._scope(event.operation)
+
+    @contextmanager
+    def _scope(self, name: str) -> Iterator[None]:
+        token = CURRENT.set(name)
+        try:
+            yield
+        except BaseException as error:
+            self.seen.append(("exit", type(error).__name__))
+            raise
+        else:
+            self.seen.append(("exit", None))
+        finally:
+            CURRENT.reset(token)
+
+    def attempt_started(self, event: Any, /) -> None:
+        self.seen.append(("attempt_started", event.attempt))
+
+    def first_attempt_succeeded(self, *args: Any) -> None:
+        super().first_attempt_succeeded(*args)
+        self.seen.append(("in scope", CURRENT.get()))
+
+    def call_finished(self, event: Any, /) -> None:
+        self.seen.append(("call_finished", event.outcome, event.attempts, CURRENT.get()))
+
+
+def scoped_fetch(clock: FakeClock, failures: int, seen: list[Any]) -> Any:
+    inner = flaky(clock, failures)
+
+    async def fetch() -> str:
+        seen.append(("attempt runs in", CURRENT.get()))
+        return await inner()  # type: ignore[no-any-return]
+
+    return fetch
+
+
+async def test_a_call_scope_wraps_the_bare_first_attempt_and_its_report() -> None:
+    clock = FakeClock()
+    scoped = Scoped()
+    assert await retrier(clock, scoped).call(scoped_fetch(clock, 0, scoped.seen)) == "ok"
+    assert scoped.seen == [
+        ("call_started", "fetch"),
+        ("attempt runs in", "fetch"),
+        ("first_attempt_succeeded", "p", "fetch", STEP, 10.0),
+        ("in scope", "fetch"),
+        ("exit", None),
+    ]
+
+
+async def test_a_scoped_call_that_fails_first_keeps_its_scope_on_the_full_path() -> None:
+    """The scope entered for the bare attempt is the call's: no second call_started, and no
+    attempt_started for the attempt that already ran."""
+    clock = FakeClock()
+    scoped = Scoped()
+    assert await retrier(clock, scoped).call(scoped_fetch(clock, 1, scoped.seen)) == "ok"
+    assert scoped.seen == [
+        ("call_started", "fetch"),
+        ("attempt runs in", "fetch"),
+        ("attempt_finished", 1, "retried", STEP),
+        ("attempt_started", 2),
+        ("attempt runs in", "fetch"),
+        ("attempt_finished", 2, "success", STEP),
+        ("call_finished", "success", 2, "fetch"),
+        ("exit", None),
+    ]
+
+
+@pytest.mark.parametrize("kind", [Metered, Scoped])
+async def test_a_bare_first_attempt_cancelled_is_reported_as_a_cancelled_call(
+    kind: type[Metered],
+) -> None:
+    """Cancellation is never swallowed, and the call it ends is still told (and its scope
+    exited with it), as on the full path."""
+    clock = FakeClock()
+    instrument = kind()
+
+    async def hang() -> str:
+        clock.advance(STEP)
+        await anyio.sleep_forever()
+        return "never"
+
+    with anyio.move_on_after(0.01) as cancel:
+        await retrier(clock, instrument).call(hang)
+    assert cancel.cancelled_caught
+    ends = [entry[:3] for entry in instrument.seen if entry[0] in ("call_finished", "exit")]
+    expected: list[Any] = [("call_finished", "cancelled", 1)]
+    if kind is Scoped:
+        expected.append(("exit", anyio.get_cancelled_exc_class().__name__))
+    assert ends == expected
+
+
+def test_a_misused_front_door_on_the_scoped_fast_path_ends_the_call_it_opened() -> None:
+    """A coroutine function given to call_sync is refused (never retried), and the scope the
+    fast path opened is closed with a failed call."""
+    clock = FakeClock()
+    scoped = Scoped()
+
+    async def not_sync() -> str:
+        return "never"
+
+    with pytest.raises(TypeError, match="call"):
+        retrier(clock, scoped).call_sync(not_sync)  # type: ignore[unused-coroutine]
+    assert scoped.seen[0] == ("call_started", "not_sync")
+    assert scoped.seen[-2:] == [("call_finished", "failure", 1, "not_sync"), ("exit", "TypeError")]
+
+
+async def test_the_transports_never_take_the_scoped_fast_path() -> None:
+    """An HTTP attempt has a scope of its own (the CLIENT span): with an instrument that opens
+    call scopes, a transport's first attempt is announced like every other."""
+    import httpx
+
+    from retrymw.httpx import AsyncRetryTransport
+
+    clock = FakeClock()
+    scoped = Scoped()
+    policy = RetryPolicy(name="p", attempts=2, initial_delay=0, jitter=False)
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(lambda request: httpx.Response(200)),
+        policy=policy,
+        instruments=[scoped],
+        clock=clock,
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get("http://api.test/a")).status_code == 200
+    assert [entry[0] for entry in scoped.seen] == [
+        "call_started",
+        "attempt_started",
+        "attempt_finished",
+        "call_finished",
+        "exit",
+    ]

@@ -82,6 +82,29 @@ async def test_success_first_try_is_one_span(spans: Spans, clock: FakeClock) -> 
     assert list(call.events) == []
 
 
+async def test_a_call_not_retried_takes_the_fast_path_inside_its_span(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """The call span is current while the bare first attempt runs (a span the user opens there
+    is its child), and the call skips the events: the OpenTelemetry instrument's call scope is
+    the only one it opens (`fast_path_call_scope`), HTTP attempts excepted."""
+    from retrymw._core.instruments import Dispatch
+
+    tracer = spans.instrument._tracer
+
+    async def fetch() -> str:
+        with tracer.start_as_current_span("user work"):
+            return "ok"
+
+    assert await retrier(clock, [spans.instrument]).call(fetch) == "ok"
+    user, call = spans.finished()
+    assert user.parent is not None
+    assert user.parent.span_id == call.context.span_id
+    dispatch = Dispatch([spans.instrument])
+    assert dispatch.first_success_hooks() is not None
+    assert dispatch.first_success_hooks(scoped=False) is None  # transports: a CLIENT span each
+
+
 async def test_retried_call_has_attempt_spans_and_backoff_events(
     spans: Spans, clock: FakeClock
 ) -> None:

@@ -9,7 +9,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from ..._core.events import AttemptFinished
 from .. import _names as names
-from .support import _ERROR, _protocol_version, _record_exception, _Scope
+from .support import _ERROR, ATTEMPT_SPAN_PREFIX, _protocol_version, _record_exception, _Scope
 
 __all__ = ["end_attempt_span", "first_attempt_finished", "semconv_attributes"]
 
@@ -83,7 +83,7 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
     if event.error_type is not None:
         attributes[names.ATTR_ERROR_TYPE] = event.error_type
     span = tracer.start_span(
-        names.SPAN_ATTEMPT.format(operation=event.operation),
+        ATTEMPT_SPAN_PREFIX + event.operation,
         kind=SpanKind.INTERNAL,
         attributes=attributes,
         start_time=started,

@@ -38,6 +38,8 @@ from .attempts import end_attempt_span, first_attempt_finished, semconv_attribut
 from .live import live_gauges
 from .support import (
     _ERROR,
+    ATTEMPT_SPAN_PREFIX,
+    CALL_SPAN_PREFIX,
     _args,
     _client_span,
     _histogram,
@@ -103,6 +105,11 @@ class OpenTelemetryInstrument(Instrument):
 
     .. versionadded:: 0.1
     """
+
+    # A coroutine's or function's first attempt runs bare inside the call span (issue 18): the
+    # span was current during the attempt anyway, and that attempt has no span of its own
+    # unless it is retried (`first_attempt_finished`, from the time the call span noted).
+    fast_path_call_scope = True
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self._tracer_provider = tracer_provider
@@ -196,7 +203,11 @@ class OpenTelemetryInstrument(Instrument):
         if _http_request(event.request) is not None:
             return _HttpCall(functools.partial(self._call_span, event), self._call)
         span = self._call_span(event)
-        return _Scope(span, trace.set_span_in_context(span), self._call)
+        scope = _Scope(span, trace.set_span_in_context(span), self._call)
+        # The first attempt starts now, unless `attempt_started` says otherwise: a bare first
+        # attempt (the fast path, `fast_path_call_scope`) has no attempt_started.
+        scope.first_attempt_at = time.time_ns()
+        return scope
 
     def _call_span(
         self,
@@ -206,7 +217,7 @@ class OpenTelemetryInstrument(Instrument):
         links: Sequence[Link] = (),
     ) -> Span:
         return self._tracer.start_span(
-            names.SPAN_CALL.format(operation=event.operation),
+            CALL_SPAN_PREFIX + event.operation,
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes={
@@ -243,7 +254,7 @@ class OpenTelemetryInstrument(Instrument):
                 call.first_attempt_at = time.time_ns()
                 return None
             span = self._tracer.start_span(
-                names.SPAN_ATTEMPT.format(operation=event.operation),
+                ATTEMPT_SPAN_PREFIX + event.operation,
                 kind=SpanKind.INTERNAL,
                 attributes={names.ATTR_ATTEMPT: event.attempt},
             )
@@ -289,6 +300,27 @@ class OpenTelemetryInstrument(Instrument):
         scope = self._attempt.get()
         if scope is not None and scope.span.is_recording():
             end_attempt_span(scope, event)
+
+    def first_attempt_succeeded(
+        self, policy: str, target: str, duration: float, budget_available: float | None, /
+    ) -> None:
+        """What `attempt_finished` and `call_finished` write for a call that succeeded at its
+        first attempt, on the fast path: inside the call span, which the engine then ends."""
+        if self._meters():
+            attributes = self._labels(policy, target)
+            if budget_available is not None:
+                self._budget.set(budget_available, attributes)
+            # One dict per record: attributes are never changed once recorded.
+            attempt = {**attributes, names.ATTR_ATTEMPT_OUTCOME: "success"}
+            self._attempt_duration.record(duration, attempt, **self._no_exemplar)
+            attributes[names.ATTR_OUTCOME] = "success"
+            self._call_duration.record(duration, attributes)
+        scope = self._call.get()
+        if scope is None:
+            return
+        scope.first_attempt_at = None
+        if scope.span.is_recording():
+            scope.span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: 1})
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Record the backoff metrics and a ``retrymw.backoff`` event on the call span."""
