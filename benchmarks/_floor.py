@@ -12,7 +12,12 @@ the least the contract can cost against 0.x's primitives.
   its start, with its exception as type and message; the later attempts' spans made current;
   each attempt's duration, each backoff's duration (no exemplar) and a ``retrymw.backoff``
   event on the call span; ``sleep(0)`` twice; the call duration, the attempts per call (no
-  exemplar) and the call span's outcome.
+  exemplar) and the call span's outcome;
+- httpx 200 (`OtelHttpFloor`, a transport around the send): the CLIENT span with the
+  semantic-convention attributes (``url.full`` redacted) made current and injected into the
+  request's headers, the attempt duration (no exemplar), ``http.client.request.duration`` (its
+  exemplar the CLIENT span), the outcome, status and protocol version set on the span, and the
+  call duration.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from ._harness import Prepared
-from ._instruments import otel_sdk
+from ._instruments import OtelSdk, otel_sdk
 from .cases_core import RESULT, flaky_async, ok_async
 
-__all__ = ["otel_floor"]
+__all__ = ["OtelHttpFloor", "otel_floor"]
 
 POLICY = "default"
 
@@ -166,3 +173,83 @@ def otel_floor(failing: bool) -> Callable[[], Prepared]:
         return Prepared(op=floor, check=check, reset=sdk.reset)
 
     return make
+
+
+class OtelHttpFloor(httpx.AsyncBaseTransport):
+    """The trimmed contract's OpenTelemetry primitives for an HTTP call answered 200 at once."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, sdk: OtelSdk) -> None:
+        from opentelemetry import context as otel_context
+        from opentelemetry import metrics, propagate, trace
+        from opentelemetry.context import Context
+        from opentelemetry.trace import INVALID_SPAN, SpanKind
+
+        from retrymw._core.redact import redact_url
+        from retrymw.instrumentation import _names as names
+
+        self.inner, self.sdk, self.names = inner, sdk, names
+        self.tracer = trace.get_tracer(names.SCOPE, "0", sdk.tracer_provider)
+        meter = metrics.get_meter(names.SCOPE, "0", sdk.meter_provider)
+        self.call_duration = meter.create_histogram(
+            names.CALL_DURATION.otel,
+            names.CALL_DURATION.unit,
+            explicit_bucket_boundaries_advisory=list(names.CALL_DURATION.buckets or ()),
+        )
+        self.attempt_duration = meter.create_histogram(
+            names.ATTEMPT_DURATION.otel,
+            names.ATTEMPT_DURATION.unit,
+            explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION.buckets or ()),
+        )
+        self.http_duration = meter.create_histogram(
+            names.HTTP_CLIENT_REQUEST_DURATION,
+            unit="s",
+            explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
+        )
+        self.no_span = trace.set_span_in_context(INVALID_SPAN, Context())
+        self.attach, self.detach = otel_context.attach, otel_context.detach
+        self.inject, self.in_context = propagate.inject, trace.set_span_in_context
+        self.client, self.redact_url = SpanKind.CLIENT, redact_url
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        names = self.names
+        started = time.monotonic()
+        url, method = request.url, request.method
+        semconv: dict[str, Any] = {
+            names.ATTR_HTTP_METHOD: method,
+            names.ATTR_SERVER_ADDRESS: url.host,
+            names.ATTR_SERVER_PORT: url.port or 80,
+        }
+        span = self.tracer.start_span(
+            method,
+            kind=self.client,
+            attributes={
+                **semconv,
+                names.ATTR_URL_FULL: self.redact_url(str(url)),
+                names.ATTR_ATTEMPT: 1,
+            },
+        )
+        context = self.in_context(span)
+        self.inject(request.headers, context=context)
+        token = self.attach(context)
+        response = await self.inner.handle_async_request(request)
+        duration = time.monotonic() - started
+        labels: dict[str, Any] = {names.ATTR_POLICY: POLICY, names.ATTR_TARGET: url.host}
+        self.attempt_duration.record(
+            duration, {**labels, names.ATTR_ATTEMPT_OUTCOME: "success"}, context=self.no_span
+        )
+        semconv[names.ATTR_URL_SCHEME] = url.scheme
+        semconv[names.ATTR_HTTP_STATUS_CODE] = response.status_code
+        semconv[names.ATTR_NETWORK_PROTOCOL_VERSION] = "1.1"
+        self.http_duration.record(duration, semconv)
+        span.set_attributes(
+            {
+                names.ATTR_ATTEMPT_OUTCOME: "success",
+                names.ATTR_HTTP_STATUS_CODE: response.status_code,
+                names.ATTR_NETWORK_PROTOCOL_VERSION: "1.1",
+            }
+        )
+        span.end()
+        self.detach(token)
+        labels[names.ATTR_OUTCOME] = "success"
+        self.call_duration.record(time.monotonic() - started, labels)
+        return response

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from ._floor import otel_floor
+from ._floor import OtelHttpFloor, otel_floor
 from ._harness import Case, Group, Prepared, Unavailable
 from ._instruments import OtelSdk, otel_sdk, telemetry
 from .cases_core import RESULT, flaky_async, floor_async, ok_async, retrymw_retrier
@@ -444,6 +444,10 @@ def _http_case(name: str, layer: str) -> Case:
             otel = _Otel(otel_sdk())
             transport = _ReplayTransport(inner, otel)
             reset = otel.sdk.reset
+        elif layer == "floor":
+            sdk = otel_sdk()
+            transport = OtelHttpFloor(inner, sdk)
+            reset = sdk.reset
         client = httpx.AsyncClient(transport=transport, trust_env=False)
         return Prepared(op=client.get, args=(URL,), check=_check, close=client.aclose, reset=reset)
 
@@ -500,6 +504,7 @@ def groups(quick: bool) -> list[Group]:
         _http_case("bare AsyncClient", "bare"),
         _http_case("retrymw AsyncRetryTransport + OTel SDK", "retrymw"),
         _http_case("replay: bare client + OTel SDK primitives", "replay"),
+        _http_case("floor: bare client + today's OTel SDK primitives", "floor"),
     ]
     return [
         Group(
@@ -525,8 +530,9 @@ def groups(quick: bool) -> list[Group]:
             "replay-httpx",
             "Primitives replayed, httpx 200",
             "`AsyncClient.get` on `MockTransport` answering 200: bare, through "
-            "`AsyncRetryTransport` with the OTel SDK, and through a transport that replays "
-            "retrymw 0.x's OpenTelemetry primitives around the send.",
+            "`AsyncRetryTransport` with the OTel SDK, through a transport that replays "
+            "retrymw 0.x's OpenTelemetry primitives around the send, and through one that calls "
+            "only the primitives retrymw calls today (the floor, benchmarks/_floor.py).",
             http,
             per="request",
         ),

@@ -29,7 +29,7 @@ EXPECTED = {
     "telemetry-failure": {"hand-written", "retrymw"},
     "replay-success": {"bare", "retrymw", "replay", "floor"},
     "replay-failure": {"hand-written", "retrymw", "replay", "floor"},
-    "replay-httpx": {"bare", "retrymw", "replay"},
+    "replay-httpx": {"bare", "retrymw", "replay", "floor"},
     "memory-async": PEERS,
     "memory-sync": PEERS,
     "memory-breakers": {"retrymw"},

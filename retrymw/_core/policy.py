@@ -213,17 +213,29 @@ class RetryPolicy:
         ``state`` describes the call so far (``state.attempt`` is the attempt that produced
         ``outcome``); ``now`` is the clock's monotonic time.
         """
+        step = self._next_step(state, outcome, now, rng)
+        if step is None:
+            return ACCEPT
+        if isinstance(step, str):
+            return GiveUp(step)
+        return Retry(step)
+
+    def _next_step(
+        self, state: CallState, outcome: Outcome, now: float, rng: Random
+    ) -> float | RetryReason | None:
+        """`decide` without its decision objects, for the engine (after every attempt): the
+        delay of a retry, the reason of a give-up, or ``None`` to accept ``outcome``."""
         retry_on = self.retry_on
         if retry_on is None:  # `matches` inlined: this runs after every failed attempt
             exception = outcome.exception
             if exception is None or isinstance(exception, NOT_RETRIED_BY_DEFAULT):
-                return ACCEPT
+                return None
         elif not self.matches(outcome):
-            return ACCEPT
+            return None
         if outcome.veto is not None:
-            return GiveUp(outcome.veto)
+            return outcome.veto
         if state.attempt >= self.attempts:
-            return GiveUp("max_attempts")
+            return "max_attempts"
         delay = self.backoff.delay(state.attempt, self.initial_delay, self.max_delay)
         if self.jitter is not None:
             delay = apply_jitter(
@@ -243,13 +255,13 @@ class RetryPolicy:
                 or (self.retry_budget is not None and state.delay_so_far + hint > self.retry_budget)
                 or (self.deadline is not None and elapsed + hint >= self.deadline)
             ):
-                return GiveUp("retry_after_exceeds_limit")
+                return "retry_after_exceeds_limit"
             delay = max(delay, hint)
         if self.retry_budget is not None and state.delay_so_far + delay > self.retry_budget:
-            return GiveUp("budget_exhausted")
+            return "budget_exhausted"
         if self.deadline is not None and elapsed + delay >= self.deadline:
-            return GiveUp("deadline_exceeded")
-        return Retry(delay)
+            return "deadline_exceeded"
+        return delay
 
 
 class CallState:

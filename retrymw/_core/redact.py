@@ -122,6 +122,8 @@ def redact_url(url: str) -> str:
     >>> redact_url("https://user:secret@example.com:8443/a/b?token=x&page=2#top")
     'https://REDACTED:REDACTED@example.com:8443/a/b?token=REDACTED&page=2#top'
     """
+    if "@" not in url and "?" not in url and "#" not in url:
+        return url  # no userinfo, query or fragment: nothing to redact (every HTTP attempt asks)
     url, hash_mark, fragment = url.partition("#")
     url, question_mark, query = url.partition("?")
     scheme, separator, rest = url.partition("://")

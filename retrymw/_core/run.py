@@ -22,7 +22,7 @@ from .events import (
 from .instruments import NO_SCOPES, Dispatch
 from .layers import FINAL_REASONS, next_serial, retried_below
 from .matchers import status_of
-from .policy import CallState, GiveUp, Retry, RetryPolicy
+from .policy import CallState, RetryPolicy
 from .resume import ResumableRun
 from .runtime import AttemptAdapter, Runtime, for_target
 
@@ -181,19 +181,19 @@ class CallRun:
         now = retrier._clock.now()
         outcome = self._outcome(state.attempt, now - state.started_at, result, error)
         self.result, self.error, self.status = result, error, outcome.status
-        decision = policy.decide(state, outcome, now=now, rng=retrier._rng)
-        # The decision unpacked once (this runs after every attempt): a delay for a retry, a
-        # reason for a give-up, neither when the outcome is accepted.
+        # `decide`, without its decision objects (this runs after every attempt): a delay for
+        # a retry, a reason for a give-up, neither when the outcome is accepted.
+        step = policy._next_step(state, outcome, now, retrier._rng)
         delay: float | None = None
         reason: RetryReason | None = None
-        if isinstance(decision, Retry):
-            delay = decision.delay
+        if isinstance(step, str):
+            reason = step
+        elif step is not None:
+            delay = step
             if not policy.retry_below and retried_below(outcome, self.serial):
                 # Retry at one layer: what a call nested in this one retried and gave up on is
                 # final here too, whichever front door (coroutine, function, transport, helper).
                 delay, reason = None, "retried_below"
-        elif isinstance(decision, GiveUp):
-            reason = decision.reason
         matched = delay is not None or reason is not None
         if self.admitted:
             self.admitted = False

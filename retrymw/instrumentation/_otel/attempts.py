@@ -15,15 +15,19 @@ __all__ = ["end_attempt_span", "first_attempt_finished", "semconv_attributes"]
 
 
 def semconv_attributes(
-    http: dict[str, Any], event: AttemptFinished, error_type: Callable[[str], str]
+    http: dict[str, Any],
+    event: AttemptFinished,
+    version: str | None,
+    error_type: Callable[[str], str],
 ) -> dict[str, Any]:
     """``http`` (the request's attributes) completed for ``http.client.request.duration``.
 
-    ``error_type`` caps an exception's class name (a bounded label).
+    ``version`` is the response's `_protocol_version`; ``error_type`` caps an exception's class
+    name (a bounded label).
     """
     if event.status is not None:
         http[names.ATTR_HTTP_STATUS_CODE] = event.status
-    if (version := _protocol_version(event.result)) is not None:
+    if version is not None:
         http[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
     if event.exception is not None and event.error_type is not None:
         http[names.ATTR_ERROR_TYPE] = error_type(event.error_type)

@@ -47,6 +47,7 @@ from .support import (
     _http_request,
     _HttpCall,
     _observe_fleet,
+    _protocol_version,
     _ProviderWatch,
     _Scope,
     _without_exemplar,
@@ -240,10 +241,11 @@ class OpenTelemetryInstrument(Instrument):
     def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
         """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
         request = _http_request(event.request)
-        if request is not None and self._meters():
-            attributes = _http_attributes(request)
-            attributes[names.ATTR_URL_SCHEME] = request.url.scheme
-            self._http_attributes.set(attributes)
+        semconv = None
+        if request is not None:
+            semconv = _http_attributes(request)  # the span's and the duration's, built once
+            if self._meters():
+                self._http_attributes.set({**semconv, names.ATTR_URL_SCHEME: request.url.scheme})
         call = self._call.get()
         if call is None:  # no call span: nobody listened when the call started
             return None
@@ -259,7 +261,8 @@ class OpenTelemetryInstrument(Instrument):
                 attributes={names.ATTR_ATTEMPT: event.attempt},
             )
             return _Scope(span, trace.set_span_in_context(span), self._attempt)
-        name, span_attributes = _client_span(request, event.attempt)
+        assert semconv is not None  # a request has them
+        name, span_attributes = _client_span(request, event.attempt, semconv)
         parent = call.attempt_parent() if isinstance(call, _HttpCall) else None
         span = self._tracer.start_span(
             name, context=parent, kind=SpanKind.CLIENT, attributes=span_attributes
@@ -288,8 +291,9 @@ class OpenTelemetryInstrument(Instrument):
             http = self._http_attributes.get()
             if http is not None:
                 self._http_attributes.set(None)
+                version = _protocol_version(event.result)
                 self._http_duration.record(
-                    event.duration, semconv_attributes(http, event, self._error_type)
+                    event.duration, semconv_attributes(http, event, version, self._error_type)
                 )
         call = self._call.get()
         if call is not None and call.first_attempt_at is not None:

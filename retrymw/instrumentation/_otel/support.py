@@ -123,10 +123,12 @@ def _http_attributes(request: Any) -> dict[str, Any]:
     }
 
 
-def _client_span(request: Any, attempt: int) -> tuple[str, dict[str, Any]]:
-    """The name and attributes of an HTTP attempt's CLIENT span (``url.full`` redacted)."""
+def _client_span(
+    request: Any, attempt: int, attributes: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The name and attributes of an HTTP attempt's CLIENT span (``url.full`` redacted), the
+    latter completing ``attributes``, the request's `_http_attributes`."""
     method = request.method
-    attributes = _http_attributes(request)
     attributes[names.ATTR_URL_FULL] = redact_url(str(request.url))
     attributes[names.ATTR_ATTEMPT] = attempt
     if method not in _KNOWN_METHODS:
