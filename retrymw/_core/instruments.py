@@ -194,6 +194,7 @@ class Dispatch:
     __slots__ = (
         *HOOKS,
         "_first_success",
+        "_idle_listening",
         "fast_call_started",
         "guards",
         "idle_guards",
@@ -234,6 +235,9 @@ class Dispatch:
             for guard in guards
             if getattr(type(guard.instrument), "listening", None)
             not in (None, Instrument.listening)
+        )
+        self._idle_listening = tuple(
+            (guard, guard.instrument.listening) for guard in self.idle_guards
         )
 
     def first_success_hooks(self, *, scoped: bool = True) -> tuple[Hook, ...] | None:
@@ -291,10 +295,10 @@ class Dispatch:
 
     def listening(self) -> bool:
         """Whether any enabled instrument that can be idle is listening now (never raises)."""
-        for guard in self.idle_guards:
+        for guard, listening in self._idle_listening:
             if guard.enabled:
                 try:
-                    if guard.instrument.listening():
+                    if listening():
                         return True
                 except Exception:  # a failing instrument is disabled, not fatal
                     guard.fail("listening")

@@ -275,11 +275,12 @@ class Retrier(Engine):
                 async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
         since = next_serial()  # what is marked after this was marked inside this call
-        started = self._clock.now() if plain else None
-        scopes = None
-        if dispatch.fast_call_started:
-            operation = operation or operation_name(fn)
-            scopes = self.open_plain(dispatch, operation)
+        started = scopes = None
+        if plain:
+            started = self._clock.now()
+            if dispatch.fast_call_started:
+                operation = operation or operation_name(fn)
+                scopes = self.open_plain(dispatch, operation)
         awaitable: Any = _NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
@@ -338,11 +339,12 @@ class Retrier(Engine):
                 sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
         since = next_serial()  # what is marked after this was marked inside this call
-        started = self._clock.now() if plain else None
-        scopes = None
-        if dispatch.fast_call_started:
-            operation = operation or operation_name(fn)
-            scopes = self.open_plain(dispatch, operation)
+        started = scopes = None
+        if plain:
+            started = self._clock.now()
+            if dispatch.fast_call_started:
+                operation = operation or operation_name(fn)
+                scopes = self.open_plain(dispatch, operation)
         first: Exception | None = None
         try:
             result = fn(*args, **kwargs)
