@@ -235,6 +235,7 @@ class Engine:
             plain_scopes,
         )
         sleep = self._clock.sleep
+        bounded = run.policy.timeout is not None or run.policy.deadline is not None
         try:
             delay = run.open(first_result, first_error)
             while delay is not None:
@@ -247,17 +248,16 @@ class Engine:
                         delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        await sleep(max(delay, 0.0))
+                        await sleep(delay if delay > 0.0 else 0.0)
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.start_attempt():
                     break
-                limit = run.policy.timeout if run.policy.deadline is None else run.attempt_limit()
                 try:
-                    if limit is None:
+                    if not bounded:
                         result = await attempt()
                     else:
-                        with anyio.fail_after(limit):
+                        with anyio.fail_after(run.attempt_limit()):
                             result = await attempt()
                 except Exception as error:
                     delay = run.finish_attempt(None, error)
@@ -310,7 +310,7 @@ class Engine:
                         delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        sleep(max(delay, 0.0))
+                        sleep(delay if delay > 0.0 else 0.0)
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.start_attempt():
