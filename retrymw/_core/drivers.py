@@ -248,7 +248,7 @@ class Engine:
                         delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        await sleep(delay if delay > 0.0 else 0.0)
+                        await sleep(max(delay, 0.0))
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.start_attempt():
@@ -310,7 +310,7 @@ class Engine:
                         delay -= self._clock.now() - disposed_from
                     scopes = run.sleep_scopes
                     if not waits_disabled():
-                        sleep(delay if delay > 0.0 else 0.0)
+                        sleep(max(delay, 0.0))
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.start_attempt():

@@ -130,8 +130,17 @@ def any_of(matchers: Iterable[Matcher]) -> Matcher:
     if len(parts) == 1:
         return parts[0]
     tests = tuple(part._test for part in parts)
+    # A returned value is only for the parts that match results: the others never match one.
+    result_tests = tuple(part._test for part in parts if part.uses_results)
+
+    def any_matches(outcome: Outcome) -> bool:
+        for test in tests if outcome.exception is not None else result_tests:
+            if test(outcome):
+                return True
+        return False
+
     return Matcher(
-        lambda outcome: any(test(outcome) for test in tests),
+        any_matches,
         ("any", tuple(part._key for part in parts)),
         uses_results=any(part.uses_results for part in parts),
         parts=tuple(parts),

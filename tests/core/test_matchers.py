@@ -523,3 +523,22 @@ def test_bad_builder_arguments_raise_config_error(build: Any) -> None:
 def test_status_bounds_are_inclusive(code: int) -> None:
     """Statuses 100 and 599 are valid matcher statuses."""
     assert on_status(code)(returned(response(code)))
+
+
+def test_an_or_asks_only_its_result_matchers_about_a_returned_value() -> None:
+    """`uses_results=False` means "never matches a returned value": an ``|`` does not ask such a
+    part about one (the transports match every response), and still asks it about errors."""
+    asked: list[str] = []
+
+    def exceptions_only(outcome: Outcome) -> bool:
+        asked.append("exceptions_only")
+        return True
+
+    matcher = Matcher(exceptions_only, ("predicate", "exceptions_only"), uses_results=False) | (
+        on_status(503)
+    )
+    assert matcher(Outcome(1, 0.0, None, httpx.Response(503), 503))
+    assert not matcher(Outcome(1, 0.0, None, httpx.Response(200), 200))
+    assert asked == []
+    assert matcher(Outcome(1, 0.0, ValueError("x")))
+    assert asked == ["exceptions_only"]
