@@ -105,6 +105,44 @@ async def test_a_call_not_retried_takes_the_fast_path_inside_its_span(
     assert dispatch.first_success_hooks(scoped=False) is None  # transports: a CLIENT span each
 
 
+def test_a_function_call_has_the_same_spans_through_call_sync(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """call_sync takes the same fast path: one span when nothing is retried, the user's span
+    its child; fail, ok: the first attempt's span written when it is retried, from the call's
+    start, and the second attempt's span current while it runs."""
+    tracer = spans.instrument._tracer
+    failures = [ConnectionError("reset")]
+
+    def fetch() -> str:
+        with tracer.start_as_current_span("user work"):
+            if failures:
+                raise failures.pop()
+            return "ok"
+
+    run = retrier(clock, [spans.instrument])
+    assert run.call_sync(fetch) == "ok"
+    first_user, first, second_user, second, call = spans.finished()
+    assert [span.name for span in spans.finished()] == [
+        "user work",
+        "retrymw.attempt fetch",
+        "user work",
+        "retrymw.attempt fetch",
+        "retrymw fetch",
+    ]
+    assert first_user.parent is not None
+    assert first_user.parent.span_id == call.context.span_id  # ran bare, inside the call span
+    assert second_user.parent is not None
+    assert second_user.parent.span_id == second.context.span_id
+    assert (call.start_time or 0) <= (first.start_time or 0) <= (first.end_time or 0)
+    spans.exporter.clear()
+    assert run.call_sync(fetch) == "ok"
+    user, call = spans.finished()
+    assert user.parent is not None
+    assert user.parent.span_id == call.context.span_id
+    assert (call.attributes or {})[names.ATTR_ATTEMPT_COUNT] == 1
+
+
 async def test_retried_call_has_attempt_spans_and_backoff_events(
     spans: Spans, clock: FakeClock
 ) -> None:
