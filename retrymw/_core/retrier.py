@@ -389,7 +389,7 @@ class Retrier(Engine):
         the call scopes `open_plain` entered), and exit those scopes."""
         funded = self._funded
         if funded is not None:
-            funded.record_success()
+            funded._count_success()  # `record_success` without its frame
         elif self._budget is not None:
             self._record_success(operation, fn)
         if started is not None:
