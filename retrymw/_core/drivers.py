@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from .callables import Refused
+from .callables import Refused, operation_name
 from .clock import Clock, waits_disabled
 from .events import CallStarted
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
@@ -140,7 +140,8 @@ class Engine:
         self,
         dispatch: Dispatch,
         scopes: Scopes | None,
-        operation: str,
+        operation: str | None,
+        fn: Callable[..., object],
         since: int,
         started: float | None,
         error: BaseException,
@@ -148,6 +149,7 @@ class Engine:
         """A bare first attempt ended the call with what is never retried (cancellation,
         ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
         scopes `open_plain` entered, if any."""
+        operation = operation or operation_name(fn)
         run = CallRun(self, self.policy, operation, None, None, None, dispatch, since, started)
         if scopes is not None:
             run.call_scopes = scopes

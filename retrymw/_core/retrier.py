@@ -263,7 +263,7 @@ class Retrier(Engine):
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        quiet, dispatch = self._quiet, self._dispatch
+        quiet, dispatch = self._quiet, self._dispatch  # `_current()` inlined: every call asks
         if quiet is None or dispatch.listening():
             plain = self._plain
         else:
@@ -277,10 +277,7 @@ class Retrier(Engine):
         since = next_serial()  # what is marked after this was marked inside this call
         started = scopes = None
         if plain:
-            started = self._clock.now()
-            if dispatch.fast_call_started:
-                operation = operation or operation_name(fn)
-                scopes = self.open_plain(dispatch, operation)
+            started, scopes, operation = self._open_reported(dispatch, fn, operation)
         awaitable: Any = _NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
@@ -289,9 +286,7 @@ class Retrier(Engine):
             first = error
         except BaseException as error:
             if plain:
-                self.abandon_plain(
-                    dispatch, scopes, operation or operation_name(fn), since, started, error
-                )
+                self.abandon_plain(dispatch, scopes, operation, fn, since, started, error)
             raise
         else:
             funded = self._funded
@@ -311,9 +306,7 @@ class Retrier(Engine):
                     raise sync_result_error(fn, awaitable) from None
             except TypeError as refusal:
                 if plain:
-                    self.abandon_plain(
-                        dispatch, scopes, operation or operation_name(fn), since, started, refusal
-                    )
+                    self.abandon_plain(dispatch, scopes, operation, fn, since, started, refusal)
                 raise
         # Outside the except block: the retries' exceptions must not carry the first one
         # as their __context__ ("During handling of the above exception...").
@@ -329,7 +322,7 @@ class Retrier(Engine):
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
-        quiet, dispatch = self._quiet, self._dispatch
+        quiet, dispatch = self._quiet, self._dispatch  # `_current()` inlined: every call asks
         if quiet is None or dispatch.listening():
             plain = self._plain
         else:
@@ -341,10 +334,7 @@ class Retrier(Engine):
         since = next_serial()  # what is marked after this was marked inside this call
         started = scopes = None
         if plain:
-            started = self._clock.now()
-            if dispatch.fast_call_started:
-                operation = operation or operation_name(fn)
-                scopes = self.open_plain(dispatch, operation)
+            started, scopes, operation = self._open_reported(dispatch, fn, operation)
         first: Exception | None = None
         try:
             result = fn(*args, **kwargs)
@@ -352,9 +342,7 @@ class Retrier(Engine):
             first = error
         except BaseException as error:
             if plain:
-                self.abandon_plain(
-                    dispatch, scopes, operation or operation_name(fn), since, started, error
-                )
+                self.abandon_plain(dispatch, scopes, operation, fn, since, started, error)
             raise
         if first is not None:
             # Outside the except block, as in `_call_async`: no accidental chaining.
@@ -370,12 +358,22 @@ class Retrier(Engine):
             refusal = async_result_error(fn, result)
             if refusal is not None:
                 if plain:
-                    self.abandon_plain(
-                        dispatch, scopes, operation or operation_name(fn), since, started, refusal
-                    )
+                    self.abandon_plain(dispatch, scopes, operation, fn, since, started, refusal)
                 raise refusal  # never retried
         self._plain_success(plain, operation, fn, started, scopes)
         return result
+
+    def _open_reported(
+        self, dispatch: Dispatch, fn: Callable[..., Any], operation: str | None
+    ) -> tuple[float, Scopes | None, str | None]:
+        """The start of a bare first attempt that instruments hear of: its time, the call scopes
+        entered around it (`open_plain`; ``None`` when no instrument keeps one on the fast path)
+        and, for those, the operation's name."""
+        started = self._clock.now()
+        if not dispatch.fast_call_started:
+            return started, None, operation
+        operation = operation or operation_name(fn)
+        return started, self.open_plain(dispatch, operation), operation
 
     def _plain_success(
         self,
