@@ -27,6 +27,7 @@ from .semantics import (
     REPLAY_LIMIT,
     PolicyResolver,
     http_policy,
+    sdk_retry_count,
 )
 
 __all__ = ["HELPER_EXTENSION", "request", "request_sync"]
@@ -104,7 +105,8 @@ async def request(
         client, method, url, policy, retrier, kwargs
     )
     replayable = await buffer_async(built, REPLAY_LIMIT, flavour.module)
-    call = HttpCall(retrier, built, resolved, replayable, flavour)
+    count = sdk_retry_count(built.headers)
+    call = HttpCall(retrier, built, resolved, replayable, flavour, sdk_count=count)
     return await drive_async(call, functools.partial(client.send, **send_kwargs))
 
 
@@ -134,5 +136,6 @@ def request_sync(
         find = getattr(client, "_transport_for_url", None)
         bound_transport(find(built.url) if find is not None else None)
     replayable = buffer_sync(built, REPLAY_LIMIT, flavour.module)
-    call = HttpCall(retrier, built, resolved, replayable, flavour)
+    count = sdk_retry_count(built.headers)
+    call = HttpCall(retrier, built, resolved, replayable, flavour, sdk_count=count)
     return drive_sync(call, functools.partial(client.send, **send_kwargs))

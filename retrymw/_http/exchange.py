@@ -115,6 +115,7 @@ class HttpCall(HttpExchange):
         flavour: the request's library (httpx or httpx2).
         attempt_header: a header that carries each attempt's number (1, 2, 3...) to the
             server, or ``None`` to send none (`retrymw.server` reads it).
+        sdk_count: the request's `RETRY_COUNT_HEADER` as it arrived (`sdk_retry_count`).
     """
 
     __slots__ = (
@@ -136,6 +137,8 @@ class HttpCall(HttpExchange):
         replayable: bool,
         flavour: Flavour,
         attempt_header: str | None = None,
+        *,
+        sdk_count: str | None,
     ) -> None:
         super().__init__(
             retrier.clock,
@@ -149,9 +152,9 @@ class HttpCall(HttpExchange):
         self.policy = policy
         self.flavour = flavour
         # An SDK's count on arrival: its own earlier attempts, which ours are added to.
-        count = request.headers.get(RETRY_COUNT_HEADER)
+        count = sdk_count
         self._counted = count is not None and count.isascii() and count.isdigit() and len(count) < 6
-        self._sent = int(count) if self._counted else 0
+        self._sent = int(count) if count is not None and self._counted else 0
         self._attempt_header = attempt_header
         # No later than the engine's own start: the deadline left is never overestimated.
         self._started_at = retrier.clock.now()

@@ -32,6 +32,7 @@ __all__ = [
     "REPLAY_LIMIT",
     "RETRYABLE_STATUSES",
     "RETRY_COUNT_HEADER",
+    "sdk_retry_count",
     "SERVER_SAYS_RETRY",
     "HttpExchange",
     "PolicyResolver",
@@ -66,6 +67,17 @@ RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 #: transport keeps it true to the real attempt, and a value of 1 or more on arrival means the SDK
 #: is retrying on top of the transport.
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
+
+
+def sdk_retry_count(headers: Any) -> str | None:
+    """The request's `RETRY_COUNT_HEADER` value, or ``None`` when it has none.
+
+    Read once per request: when the header is absent, httpx's ``Headers.get`` raises and catches
+    a ``KeyError`` (about 1 µs), where a membership test only scans the headers.
+    """
+    return headers[RETRY_COUNT_HEADER] if RETRY_COUNT_HEADER in headers else None  # noqa: SIM401
+
+
 #: A superseded response with a known ``Content-Length`` up to this size is read before it is
 #: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
 DRAIN_LIMIT = 64 * 1024

@@ -34,6 +34,7 @@ from .semantics import (
     RETRY_COUNT_HEADER,
     PolicyResolver,
     http_policy,
+    sdk_retry_count,
 )
 
 if TYPE_CHECKING:
@@ -103,12 +104,13 @@ class TransportCore:
         except ConfigError:
             return nullcontext()
 
-    def prepare(self, request: Any) -> RetryPolicy:
-        """Return the request's policy; refuse a foreign request or one from a client helper.
+    def prepare(self, request: Any) -> tuple[RetryPolicy, str | None]:
+        """Return the request's policy and SDK retry count (``x-stainless-retry-count``, or
+        ``None``); refuse a foreign request or one from a client helper.
 
-        A request whose SDK retry count (``x-stainless-retry-count``) arrives at 1 or more is
-        the SDK retrying on top of this transport: it runs once (``attempts=1``), so that the
-        attempts do not multiply, and the first such request is logged as a warning.
+        A request whose SDK retry count arrives at 1 or more is the SDK retrying on top of this
+        transport: it runs once (``attempts=1``), so that the attempts do not multiply, and the
+        first such request is logged as a warning.
         """
         self.flavour.check_request(request)
         extensions = request.extensions
@@ -122,11 +124,11 @@ class TransportCore:
                 "a client with a plain transport",
             )
         policy = self.resolver.resolve(extensions.get(POLICY_EXTENSION))
-        count = request.headers.get(RETRY_COUNT_HEADER)
+        count = sdk_retry_count(request.headers)
         if count is not None and count.isascii() and count.isdigit() and int(count[:6]) > 0:
             self._warn_sdk_retries(count)
-            return self.resolver.once(policy)
-        return policy
+            return self.resolver.once(policy), count
+        return policy, count
 
     def _warn_sdk_retries(self, count: str) -> None:
         if self._sdk_warned:
@@ -194,10 +196,12 @@ class AsyncShell(_Shell):
     async def handle_async_request(self, request: Any) -> Any:
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
-        policy = core.prepare(request)
+        policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
-        call = HttpCall(core.retrier, request, policy, replayable, flavour, core.attempt_header)
+        call = HttpCall(
+            core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
+        )
         with core.resume_scope(request):
             return await drive_async(call, self._transport.handle_async_request)
 
@@ -228,10 +232,12 @@ class SyncShell(_Shell):
     def handle_request(self, request: Any) -> Any:
         """Send ``request`` through the inner transport, retrying per the policy."""
         core = self._core
-        policy = core.prepare(request)
+        policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
-        call = HttpCall(core.retrier, request, policy, replayable, flavour, core.attempt_header)
+        call = HttpCall(
+            core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
+        )
         with core.resume_scope(request):
             return drive_sync(call, self._transport.handle_request)
 
