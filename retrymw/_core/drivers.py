@@ -108,10 +108,11 @@ class Engine:
     def report_first_success(
         self, hooks: tuple[Hook, ...], policy: str, target: str, started: float
     ) -> None:
-        """Tell metrics-only instruments that a call's bare first attempt succeeded.
+        """Tell the instruments that a call's bare first attempt succeeded (never raises).
 
-        ``hooks`` are what `plain_first_attempt` returned, ``started`` the clock's time when
-        the attempt began.
+        ``hooks`` are the `Instrument.first_attempt_succeeded` hooks (what
+        `plain_first_attempt` returned), ``started`` the clock's time when the attempt began.
+        An instrument that raises is disabled, as in every hook.
         """
         now = self._clock.now()
         budget_available = None
@@ -121,20 +122,32 @@ class Engine:
             if budget is not None:  # pragma: no branch - a PerTarget always gives one
                 self._budget_reported_at = now
                 budget_available = budget.available()
-        Dispatch.report_first_success(hooks, policy, target, now - started, budget_available)
+        duration = now - started
+        for guard, method in hooks:
+            if guard.enabled:
+                try:
+                    method(policy, target, duration, budget_available)
+                except Exception:
+                    guard.fail("first_attempt_succeeded")
 
-    def open_plain(self, dispatch: Dispatch, operation: str) -> Scopes:
-        """Enter the call scopes a call's bare first attempt runs in (`Dispatch.fast_call_started`).
+    def open_plain(
+        self, dispatch: Dispatch, fn: Callable[..., object], operation: str | None
+    ) -> tuple[float, Scopes | None, str | None]:
+        """The start of a call's bare first attempt that instruments hear of: its time, the
+        call scopes entered around it, and the operation's name if they needed it.
 
-        Only instruments that set `Instrument.fast_path_call_scope` have them. If the attempt
+        Only instruments that set `Instrument.fast_path_call_scope` have such scopes
+        (`Dispatch.fast_call_started`); with none, the scopes are ``None``. If the attempt
         fails, the scopes go to `execute_async` / `execute_sync` with ``plain_scopes``; if it
         raises past the retrier (cancellation), to `abandon_plain`.
         """
+        started = self._clock.now()
+        if not dispatch.fast_call_started:
+            return started, None, operation
+        operation = operation or operation_name(fn)
         policy = self.policy
-        return Dispatch.enter(
-            dispatch.fast_call_started,
-            CallStarted(policy.name, operation, operation, policy.attempts, None),
-        )
+        event = CallStarted(policy.name, operation, operation, policy.attempts, None)
+        return started, Dispatch.enter(dispatch.fast_call_started, event), operation
 
     def abandon_plain(
         self,

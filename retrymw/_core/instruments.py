@@ -270,22 +270,6 @@ class Dispatch:
                 return None
         return self.first_attempt_succeeded
 
-    @staticmethod
-    def report_first_success(
-        hooks: tuple[Hook, ...],
-        policy: str,
-        target: str,
-        duration: float,
-        budget_available: float | None,
-    ) -> None:
-        """Deliver a fast-path success to every enabled hook (see `first_success_hooks`)."""
-        for guard, method in hooks:
-            if guard.enabled:
-                try:
-                    method(policy, target, duration, budget_available)
-                except Exception:
-                    guard.fail("first_attempt_succeeded")
-
     def quiet(self) -> Dispatch | None:
         """The same dispatch without the instruments that can be idle; None if there are none."""
         if not self.idle_guards:

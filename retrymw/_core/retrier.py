@@ -277,7 +277,7 @@ class Retrier(Engine):
         since = next_serial()  # what is marked after this was marked inside this call
         started = scopes = None
         if plain:
-            started, scopes, operation = self._open_reported(dispatch, fn, operation)
+            started, scopes, operation = self.open_plain(dispatch, fn, operation)
         awaitable: Any = _NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
@@ -334,7 +334,7 @@ class Retrier(Engine):
         since = next_serial()  # what is marked after this was marked inside this call
         started = scopes = None
         if plain:
-            started, scopes, operation = self._open_reported(dispatch, fn, operation)
+            started, scopes, operation = self.open_plain(dispatch, fn, operation)
         first: Exception | None = None
         try:
             result = fn(*args, **kwargs)
@@ -362,18 +362,6 @@ class Retrier(Engine):
                 raise refusal  # never retried
         self._plain_success(plain, operation, fn, started, scopes)
         return result
-
-    def _open_reported(
-        self, dispatch: Dispatch, fn: Callable[..., Any], operation: str | None
-    ) -> tuple[float, Scopes | None, str | None]:
-        """The start of a bare first attempt that instruments hear of: its time, the call scopes
-        entered around it (`open_plain`; ``None`` when no instrument keeps one on the fast path)
-        and, for those, the operation's name."""
-        started = self._clock.now()
-        if not dispatch.fast_call_started:
-            return started, None, operation
-        operation = operation or operation_name(fn)
-        return started, self.open_plain(dispatch, operation), operation
 
     def _plain_success(
         self,

@@ -179,7 +179,14 @@ class _Scope:
             self._var_token: Token[_Scope | None] = self._var.set(self)
 
     def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
-        _end(self.span, exc)
+        span = self.span
+        # Cancellation (any BaseException that is not an Exception) leaves the status unset, as
+        # the semantic conventions ask; an Exception reaching here escaped the engine itself.
+        if isinstance(exc, Exception) and span.is_recording():
+            _record_exception(span, exc)
+            span.set_attribute(names.ATTR_ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(_ERROR)
+        span.end()
         if self._var is not None:
             self._var.reset(self._var_token)
         if self._context is not None:
@@ -220,16 +227,6 @@ class _HttpCall(_Scope):
         if self.span is INVALID_SPAN:
             return None  # the current one: the context the call runs in
         return set_span_in_context(self.span, self.parent)
-
-
-def _end(span: Span, error: BaseException | None) -> None:
-    # Cancellation (any BaseException that is not an Exception) leaves the status unset, as the
-    # semantic conventions ask; an Exception reaching here escaped the engine itself.
-    if isinstance(error, Exception) and span.is_recording():
-        _record_exception(span, error)
-        span.set_attribute(names.ATTR_ERROR_TYPE, type(error).__qualname__)
-        span.set_status(_ERROR)
-    span.end()
 
 
 def _record_exception(span: Span, error: BaseException, stacktrace: bool = True) -> None:
