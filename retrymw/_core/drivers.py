@@ -74,7 +74,7 @@ class Engine:
             return self._dispatch, self._plain
         return self._quiet
 
-    def plain_first_attempt(self, policy: RetryPolicy) -> Plain:
+    def plain_first_attempt(self, policy: RetryPolicy) -> tuple[Dispatch, Plain]:
         """How a call under ``policy`` starting now may run its first attempt (`Plain`).
 
         Not ``None`` when no breaker or throttle admits attempts, the policy bounds no attempt
@@ -85,7 +85,8 @@ class Engine:
         `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` and
         ``started``.
         """
-        return self._plain_hooks(policy, self._current()[0], transport=True)
+        dispatch = self._current()[0]
+        return dispatch, self._plain_hooks(policy, dispatch, transport=True)
 
     def _plain_hooks(
         self, policy: RetryPolicy, dispatch: Dispatch, *, transport: bool = False
@@ -138,7 +139,7 @@ class Engine:
 
         Only instruments that set `Instrument.fast_path_call_scope` have such scopes
         (`Dispatch.fast_call_started`); with none, the scopes are ``None``. If the attempt
-        fails, the scopes go to `execute_async` / `execute_sync` with ``plain_scopes``; if it
+        fails, the scopes go to `execute_async` / `execute_sync` with ``plain_path``; if it
         raises past the retrier (cancellation), to `abandon_plain`.
         """
         started = self._clock.now()
@@ -182,20 +183,14 @@ class Engine:
         first_result: object,
         since: int | None,
         started: float | None,
-        plain_scopes: tuple[Dispatch, Scopes] | None = None,
+        plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> CallRun:
-        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch it had,
-        and the call scopes its first attempt ran in (``plain_scopes``)."""
+        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch its first
+        attempt ran under and the call scopes entered around it (``plain_path``)."""
         resumed = first_error is not None or first_result is not _NOT_GIVEN
-        quiet = self._quiet
-        if plain_scopes is not None:
-            dispatch = plain_scopes[0]
-        elif quiet is None:
-            dispatch = self._dispatch
-        elif resumed:
-            dispatch = quiet[0]  # a plain path without scopes: taken without the idle instruments
-        else:
-            dispatch = self._current()[0]
+        # A call resumed from the plain path keeps the dispatch its first attempt ran under: an
+        # idle instrument that starts listening meanwhile would hear half a call.
+        dispatch = plain_path[0] if plain_path is not None else self._current()[0]
         run = CallRun(
             self,
             policy or self.policy,
@@ -208,8 +203,8 @@ class Engine:
             started,
             resumed,
         )
-        if plain_scopes is not None:
-            run.call_scopes = plain_scopes[1]
+        if plain_path is not None:
+            run.call_scopes = plain_path[1]
         return run
 
     async def execute_async(
@@ -225,7 +220,7 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
-        plain_scopes: tuple[Dispatch, Scopes] | None = None,
+        plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
         """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
 
@@ -235,7 +230,8 @@ class Engine:
         whose first attempt already ran on the plain path (see `plain_first_attempt`), with
         ``since``, the `next_serial` taken before that attempt (retry at one layer), ``started``,
         the clock's time when it began (then reported as the call's first attempt), and
-        ``plain_scopes``, the dispatch and the call scopes that attempt ran in (`open_plain`).
+        ``plain_path``, the dispatch that attempt ran under and the call scopes entered around
+        it (`open_plain`; `NO_SCOPES` when none).
         """
         run = self._open_run(
             operation,
@@ -247,7 +243,7 @@ class Engine:
             first_result,
             since,
             started,
-            plain_scopes,
+            plain_path,
         )
         sleep = self._clock.sleep
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
@@ -299,7 +295,7 @@ class Engine:
         first_result: object = _NOT_GIVEN,
         since: int | None = None,
         started: float | None = None,
-        plain_scopes: tuple[Dispatch, Scopes] | None = None,
+        plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
         run = self._open_run(
@@ -312,7 +308,7 @@ class Engine:
             first_result,
             since,
             started,
-            plain_scopes,
+            plain_path,
         )
         sleep = self._clock.sleep_sync
         try:

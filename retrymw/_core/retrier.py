@@ -28,7 +28,7 @@ from .callables import (
 )
 from .clock import SYSTEM_CLOCK, Clock
 from .drivers import Engine
-from .instruments import Dispatch, Hook, Scopes
+from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .layers import next_serial
 from .policy import RetryPolicy
 from .redact import safe_repr
@@ -316,7 +316,7 @@ class Retrier(Engine):
             first_error=first,
             since=since,
             started=started,
-            plain_scopes=None if scopes is None else (dispatch, scopes),
+            plain_path=(dispatch, NO_SCOPES if scopes is None else scopes),
         )
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
@@ -352,7 +352,7 @@ class Retrier(Engine):
                 first_error=first,
                 since=since,
                 started=started,
-                plain_scopes=None if scopes is None else (dispatch, scopes),
+                plain_path=(dispatch, NO_SCOPES if scopes is None else scopes),
             )
         if type(result) in SUSPECT_RESULTS:
             refusal = async_result_error(fn, result)

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
+from .._core.drivers import Plain
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .._core.instruments import NO_SCOPES, Dispatch
 from .._core.layers import copy_mark, next_serial
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
@@ -283,8 +285,12 @@ class HttpCall(HttpExchange):
         first_result: object,
         since: int | None,
         started: float | None,
+        plain: Plain,
+        dispatch: Dispatch,
     ) -> dict[str, Any]:
-        """What the engine's async and sync drivers are told about this exchange (one place)."""
+        """What the engine's async and sync drivers are told about this exchange (one place):
+        a call whose first attempt ran bare (``plain`` not ``None``) goes on under ``dispatch``,
+        the one that attempt ran under."""
         return {
             "operation": self.request.method,
             "target": self.target,
@@ -295,6 +301,7 @@ class HttpCall(HttpExchange):
             "first_result": first_result,
             "since": since,
             "started": started,
+            "plain_path": None if plain is None else (dispatch, NO_SCOPES),
         }
 
     def raise_translated(self, error: Exception) -> None:
@@ -328,7 +335,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
     since = started = None
-    plain = call.retrier.plain_first_attempt(call.policy)
+    dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
         since = next_serial()  # see Retrier.execute_async
         started = call.retrier.clock.now() if plain else None
@@ -344,7 +351,8 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
             first_result = response
     try:
         result = await call.retrier.execute_async(
-            attempt, **call.engine_arguments(first_error, first_result, since, started)
+            attempt,
+            **call.engine_arguments(first_error, first_result, since, started, plain, dispatch),
         )
     except Exception as error:
         call.raise_translated(error)
@@ -367,7 +375,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     first_error: Exception | None = None
     first_result: object = _NOT_GIVEN
     since = started = None
-    plain = call.retrier.plain_first_attempt(call.policy)
+    dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
         since = next_serial()  # see Retrier.execute_async
         started = call.retrier.clock.now() if plain else None
@@ -385,7 +393,8 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     attempt = limit_sync_attempt(single, request, call.policy, call.retrier.clock)
     try:
         result = call.retrier.execute_sync(
-            attempt, **call.engine_arguments(first_error, first_result, since, started)
+            attempt,
+            **call.engine_arguments(first_error, first_result, since, started, plain, dispatch),
         )
     except Exception as error:
         call.raise_translated(error)

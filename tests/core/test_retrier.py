@@ -875,3 +875,52 @@ async def test_circuit_opening_during_the_backoff_is_a_reported_denial(
     assert "circuit_open" in getattr(caught.value, "__notes__", [""])[-1]
     assert [event.reason for event in recorder.of_type(RetryDenied)] == ["circuit_open"]
     assert recorder.of_type(CallFinished)[-1].outcome == "circuit_open"
+
+
+class MeteredSwitchable(Instrument):
+    """An idle-capable metrics-only instrument: it keeps calls on the plain path."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self.seen: list[str] = []
+
+    def listening(self) -> bool:
+        return self.on
+
+    def attempt_finished(self, event: AttemptFinished, /) -> None:
+        self.seen.append(f"attempt {event.attempt} {event.attempt_outcome}")
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        self.seen.append(f"call {event.outcome}")
+
+    def first_attempt_succeeded(self, *args: object) -> None:
+        self.seen.append("first attempt succeeded")
+
+
+@pytest.mark.parametrize("door", ["call", "transport"])
+async def test_a_listening_idle_instrument_hears_the_whole_resumed_call(
+    clock: FakeClock, door: str
+) -> None:
+    """A plain first attempt under the dispatch with a listening idle-capable instrument goes on
+    under that dispatch when it fails: the instrument hears every attempt and the call's end
+    (it used to be dropped for the rest of the call)."""
+    metered = MeteredSwitchable()
+    policy = RetryPolicy(attempts=2, initial_delay=0, jitter=False)
+    if door == "call":
+        retrier = Retrier(policy, clock=clock, instruments=(metered,), budget=None)
+        assert await retrier.call(Flaky(ConnectionError())) == "ok"
+    else:
+        import httpx
+
+        from retrymw.httpx import AsyncRetryTransport
+
+        statuses = iter([503, 200])
+        transport = AsyncRetryTransport(
+            httpx.MockTransport(lambda request: httpx.Response(next(statuses))),
+            policy=policy,
+            instruments=[metered],
+            clock=clock,
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get("http://api.test/a")).status_code == 200
+    assert metered.seen == ["attempt 1 retried", "attempt 2 success", "call success"]
