@@ -142,8 +142,9 @@ class HttpCall(HttpExchange):
         *,
         sdk_count: str | None,
     ) -> None:
+        clock = retrier.clock
         super().__init__(
-            retrier.clock,
+            clock,
             request,
             replayable=replayable,
             never_sent=flavour.never_sent,
@@ -159,7 +160,7 @@ class HttpCall(HttpExchange):
         self._sent = int(count) if count is not None and self._counted else 0
         self._attempt_header = attempt_header
         # No later than the engine's own start: the deadline left is never overestimated.
-        self._started_at = retrier.clock.now()
+        self._started_at = clock.now()
 
     def sender(self, send: Callable[[Any], T]) -> Callable[[], T]:
         """One attempt: ``send(request)``, the SDK's retry count first set to the real one, and

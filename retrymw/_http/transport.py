@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -88,21 +88,22 @@ class TransportCore:
         )
         self._sdk_warned = False
 
-    def resume_scope(self, request: Any) -> AbstractContextManager[None]:
-        """The request's ``Idempotency-Key`` as its resume key, when the transport has a store.
+    def resume_scope(self, request: Any) -> AbstractContextManager[None] | None:
+        """The request's ``Idempotency-Key`` as its resume key, when the transport has a store;
+        ``None`` when the request has none (no scope to enter).
 
         The key is scoped by host, so two APIs' keys never share a record; a key `resume`
         refuses (empty, over 1024 characters) leaves the request without one.
         """
-        if self.retrier._store is None:
-            return nullcontext()
-        key = request.headers.get(IDEMPOTENCY_KEY_HEADER)
+        if self.retrier._store is None or IDEMPOTENCY_KEY_HEADER not in request.headers:
+            return None
+        key = request.headers[IDEMPOTENCY_KEY_HEADER]
         if not key:
-            return nullcontext()
+            return None
         try:
             return resume(f"idempotency-key {request.url.host} {key}")
         except ConfigError:
-            return nullcontext()
+            return None
 
     def prepare(self, request: Any) -> tuple[RetryPolicy, str | None]:
         """Return the request's policy and SDK retry count (``x-stainless-retry-count``, or
@@ -202,7 +203,10 @@ class AsyncShell(_Shell):
         call = HttpCall(
             core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
         )
-        with core.resume_scope(request):
+        scope = core.resume_scope(request)
+        if scope is None:
+            return await drive_async(call, self._transport.handle_async_request)
+        with scope:
             return await drive_async(call, self._transport.handle_async_request)
 
     async def aclose(self) -> None:
@@ -238,7 +242,10 @@ class SyncShell(_Shell):
         call = HttpCall(
             core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
         )
-        with core.resume_scope(request):
+        scope = core.resume_scope(request)
+        if scope is None:
+            return drive_sync(call, self._transport.handle_request)
+        with scope:
             return drive_sync(call, self._transport.handle_request)
 
     def close(self) -> None:
