@@ -45,8 +45,9 @@ class Instrument:
     #: `attempt_finished` reports it as attempt 1 with nothing before); and, if it succeeds,
     #: `first_attempt_succeeded` is called inside the scope, instead of `attempt_finished` and
     #: `call_finished`. The OpenTelemetry instrument sets it: its call span is current during
-    #: the attempt either way. ``False`` (the default): an instrument with `call_started` or
-    #: `attempt_started` keeps every call on the full path.
+    #: the attempt either way. It counts only with `first_attempt_succeeded` implemented.
+    #: ``False`` (the default): an instrument with `call_started` or `attempt_started` keeps
+    #: every call on the full path.
     #:
     #: .. versionadded:: 0.3
     fast_path_call_scope: ClassVar[bool] = False
@@ -253,18 +254,17 @@ class Dispatch:
         return self._first_success
 
     def _first_success_hooks(self) -> tuple[Hook, ...] | None:
+        fast = {guard for guard, _ in self.first_attempt_succeeded}
+        # Scopes are entered on the fast path only for instruments that say so, and that hear
+        # of its success there (so that the fast path runs whenever it has scopes to enter).
         scoped = {
             guard
-            for guard in self.guards
+            for guard in fast
             if getattr(type(guard.instrument), "fast_path_call_scope", False) is True
         }
-        for guard, _ in self.call_started:
+        for guard, _ in (*self.call_started, *self.attempt_started):
             if guard not in scoped:
                 return None
-        for guard, _ in self.attempt_started:
-            if guard not in scoped:
-                return None
-        fast = {guard for guard, _ in self.first_attempt_succeeded}
         for guard, _ in (*self.attempt_finished, *self.call_finished):
             if guard not in fast:
                 return None

@@ -342,3 +342,32 @@ async def test_the_transports_never_take_the_scoped_fast_path() -> None:
         "call_finished",
         "exit",
     ]
+
+
+async def test_a_scoped_instrument_without_the_fast_hook_keeps_calls_on_the_full_path() -> None:
+    """`fast_path_call_scope` counts only with `first_attempt_succeeded`: a call-scope-only
+    instrument that sets it still gets its scope, through the full path."""
+
+    class ScopeOnly(Instrument):
+        fast_path_call_scope = True
+
+        def __init__(self) -> None:
+            self.seen: list[str | None] = []
+
+        def call_started(self, event: Any, /) -> Any:
+            return self._scope()
+
+        @contextmanager
+        def _scope(self) -> Iterator[None]:
+            token = CURRENT.set("call")
+            try:
+                yield
+            finally:
+                CURRENT.reset(token)
+
+    clock = FakeClock()
+    scope_only = ScopeOnly()
+    seen: list[Any] = []
+    assert await retrier(clock, scope_only).call(scoped_fetch(clock, 0, seen)) == "ok"
+    assert await retrier(clock, scope_only).call(scoped_fetch(clock, 1, seen)) == "ok"
+    assert seen == [("attempt runs in", "call")] * 3
