@@ -46,8 +46,8 @@ class Engine:
         "_budget_reported_at",
         "_clock",
         "_dispatch",
+        "_full",
         "_funded",
-        "_plain",
         "_quiet",
         "_rng",
         "_store",
@@ -61,18 +61,17 @@ class Engine:
     _budget_reported_at: float
     _clock: Clock
     _dispatch: Dispatch
+    _full: tuple[Dispatch, Plain]  # the dispatch of every instrument, and its calls' `Plain`
     _funded: RetryBudget | None
-    _plain: Plain
-    _quiet: tuple[Dispatch, Plain] | None
+    _quiet: tuple[Dispatch, Plain] | None  # the same without the idle instruments, if any
     _rng: Random
     _store: Store | None
     _throttle: ThrottleArg
 
     def _current(self) -> tuple[Dispatch, Plain]:
         """The dispatch for a call starting now, and how its policy may run the first attempt."""
-        if self._quiet is None or self._dispatch.listening():
-            return self._dispatch, self._plain
-        return self._quiet
+        quiet = self._quiet
+        return self._full if quiet is None or self._dispatch.listening() else quiet
 
     def plain_first_attempt(self, policy: RetryPolicy) -> tuple[Dispatch, Plain]:
         """How a call under ``policy`` starting now may run its first attempt (`Plain`).
@@ -133,18 +132,18 @@ class Engine:
 
     def open_plain(
         self, dispatch: Dispatch, fn: Callable[..., object], operation: str | None
-    ) -> tuple[float, Scopes | None, str | None]:
+    ) -> tuple[float, Scopes, str | None]:
         """The start of a call's bare first attempt that instruments hear of: its time, the
         call scopes entered around it, and the operation's name if they needed it.
 
         Only instruments that set `Instrument.fast_path_call_scope` have such scopes
-        (`Dispatch.fast_call_started`); with none, the scopes are ``None``. If the attempt
+        (`Dispatch.fast_call_started`); with none, the scopes are `NO_SCOPES`. If the attempt
         fails, the scopes go to `execute_async` / `execute_sync` with ``plain_path``; if it
         raises past the retrier (cancellation), to `abandon_plain`.
         """
         started = self._clock.now()
         if not dispatch.fast_call_started:
-            return started, None, operation
+            return started, NO_SCOPES, operation
         operation = operation or operation_name(fn)
         policy = self.policy
         event = CallStarted(policy.name, operation, operation, policy.attempts, None)
@@ -153,7 +152,7 @@ class Engine:
     def abandon_plain(
         self,
         dispatch: Dispatch,
-        scopes: Scopes | None,
+        scopes: Scopes,
         operation: str | None,
         fn: Callable[..., object],
         since: int,
@@ -162,11 +161,10 @@ class Engine:
     ) -> None:
         """A bare first attempt ended the call with what is never retried (cancellation,
         ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
-        scopes `open_plain` entered, if any."""
+        scopes `open_plain` entered."""
         operation = operation or operation_name(fn)
         run = CallRun(self, self.policy, operation, None, None, None, dispatch, since, started)
-        if scopes is not None:
-            run.call_scopes = scopes
+        run.call_scopes = scopes
         run.state.attempt = 1
         run.abort(error)
 

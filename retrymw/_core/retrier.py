@@ -132,7 +132,7 @@ class Retrier(Engine):
                 if protection is not None:
                     fleet.attach(protection)
         self._announce()
-        self._plain = self._plain_hooks(self.policy, self._dispatch)
+        self._full = (self._dispatch, self._plain_hooks(self.policy, self._dispatch))
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
         # while none listens, calls use this dispatch without them, and its plain path.
         quiet = self._dispatch.quiet()
@@ -263,11 +263,8 @@ class Retrier(Engine):
     async def _call_async(
         self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
     ) -> T:
-        quiet, dispatch = self._quiet, self._dispatch  # `_current()` inlined: every call asks
-        if quiet is None or dispatch.listening():
-            plain = self._plain
-        else:
-            dispatch, plain = quiet
+        quiet = self._quiet  # `_current()` inlined: every call asks
+        dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
         if plain is None:
             if not callable(fn):
                 check_callable(fn, "retrier.call()")
@@ -275,7 +272,7 @@ class Retrier(Engine):
                 async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
         since = next_serial()  # what is marked after this was marked inside this call
-        started = scopes = None
+        started, scopes = None, NO_SCOPES
         if plain:
             started, scopes, operation = self.open_plain(dispatch, fn, operation)
         awaitable: Any = _NOT_GIVEN
@@ -316,23 +313,20 @@ class Retrier(Engine):
             first_error=first,
             since=since,
             started=started,
-            plain_path=(dispatch, NO_SCOPES if scopes is None else scopes),
+            plain_path=(dispatch, scopes),
         )
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
-        quiet, dispatch = self._quiet, self._dispatch  # `_current()` inlined: every call asks
-        if quiet is None or dispatch.listening():
-            plain = self._plain
-        else:
-            dispatch, plain = quiet
+        quiet = self._quiet  # `_current()` inlined: every call asks
+        dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
         if plain is None:
             return self.execute_sync(
                 sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
         since = next_serial()  # what is marked after this was marked inside this call
-        started = scopes = None
+        started, scopes = None, NO_SCOPES
         if plain:
             started, scopes, operation = self.open_plain(dispatch, fn, operation)
         first: Exception | None = None
@@ -352,7 +346,7 @@ class Retrier(Engine):
                 first_error=first,
                 since=since,
                 started=started,
-                plain_path=(dispatch, NO_SCOPES if scopes is None else scopes),
+                plain_path=(dispatch, scopes),
             )
         if type(result) in SUSPECT_RESULTS:
             refusal = async_result_error(fn, result)
@@ -369,7 +363,7 @@ class Retrier(Engine):
         operation: str | None,
         fn: Callable[..., Any],
         started: float | None,
-        scopes: Scopes | None = None,
+        scopes: Scopes = NO_SCOPES,
     ) -> None:
         """A call's bare first attempt succeeded: fund the budget, tell the instruments (inside
         the call scopes `open_plain` entered), and exit those scopes."""
@@ -382,7 +376,7 @@ class Retrier(Engine):
             self.report_first_success(
                 hooks, self.policy.name, operation or operation_name(fn), started
             )
-        if scopes is not None:
+        if scopes is not NO_SCOPES:
             scopes.exit()
 
     def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
