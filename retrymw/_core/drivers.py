@@ -153,17 +153,21 @@ class Engine:
         self,
         dispatch: Dispatch,
         scopes: Scopes,
-        operation: str | None,
-        fn: Callable[..., object],
+        error: BaseException,
+        *,
+        operation: str,
         since: int,
         started: float | None,
-        error: BaseException,
+        policy: RetryPolicy | None = None,
+        target: str | None = None,
+        request: object = None,
     ) -> None:
         """A bare first attempt ended the call with what is never retried (cancellation,
         ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
-        scopes `open_plain` entered."""
-        operation = operation or operation_name(fn)
-        run = CallRun(self, self.policy, operation, None, None, None, dispatch, since, started)
+        scopes `open_plain` entered. The front door names the call as for `execute_async`."""
+        run = CallRun(
+            self, policy or self.policy, operation, target, None, request, dispatch, since, started
+        )
         run.call_scopes = scopes
         run.state.attempt = 1
         run.abort(error)

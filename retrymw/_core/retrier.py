@@ -283,7 +283,14 @@ class Retrier(Engine):
             first = error
         except BaseException as error:
             if plain:
-                self.abandon_plain(dispatch, scopes, operation, fn, since, started, error)
+                self.abandon_plain(
+                    dispatch,
+                    scopes,
+                    error,
+                    operation=operation or operation_name(fn),
+                    since=since,
+                    started=started,
+                )
             raise
         else:
             funded = self._funded
@@ -303,7 +310,14 @@ class Retrier(Engine):
                     raise sync_result_error(fn, awaitable) from None
             except TypeError as refusal:
                 if plain:
-                    self.abandon_plain(dispatch, scopes, operation, fn, since, started, refusal)
+                    self.abandon_plain(
+                        dispatch,
+                        scopes,
+                        refusal,
+                        operation=operation or operation_name(fn),
+                        since=since,
+                        started=started,
+                    )
                 raise
         # Outside the except block: the retries' exceptions must not carry the first one
         # as their __context__ ("During handling of the above exception...").
@@ -336,7 +350,14 @@ class Retrier(Engine):
             first = error
         except BaseException as error:
             if plain:
-                self.abandon_plain(dispatch, scopes, operation, fn, since, started, error)
+                self.abandon_plain(
+                    dispatch,
+                    scopes,
+                    error,
+                    operation=operation or operation_name(fn),
+                    since=since,
+                    started=started,
+                )
             raise
         if first is not None:
             # Outside the except block, as in `_call_async`: no accidental chaining.
@@ -352,7 +373,14 @@ class Retrier(Engine):
             refusal = async_result_error(fn, result)
             if refusal is not None:
                 if plain:
-                    self.abandon_plain(dispatch, scopes, operation, fn, since, started, refusal)
+                    self.abandon_plain(
+                        dispatch,
+                        scopes,
+                        refusal,
+                        operation=operation or operation_name(fn),
+                        since=since,
+                        started=started,
+                    )
                 raise refusal  # never retried
         self._plain_success(plain, operation, fn, started, scopes)
         return result

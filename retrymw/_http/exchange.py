@@ -194,6 +194,23 @@ class HttpCall(HttpExchange):
             budget.record_success()
         return True
 
+    def abandon_plain(
+        self, dispatch: Dispatch, since: int, started: float | None, error: BaseException
+    ) -> None:
+        """Report a call whose bare first attempt ended it with what is never retried
+        (cancellation, ``SystemExit``), as the engine would (`Engine.abandon_plain`)."""
+        self.retrier.abandon_plain(
+            dispatch,
+            NO_SCOPES,
+            error,
+            operation=self.request.method,
+            since=since,
+            started=started,
+            policy=self.policy,
+            target=self.target,
+            request=self.request,
+        )
+
     def report_success(self, hooks: tuple[Any, ...], started: float) -> None:
         """Report a bare first attempt that settled the call to metrics-only instruments."""
         self.retrier.report_first_success(hooks, self.policy.name, self.target, started)
@@ -344,6 +361,10 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
             response = await attempt()
         except Exception as error:
             first_error = error
+        except BaseException as error:
+            if plain:
+                call.abandon_plain(dispatch, since, started, error)
+            raise
         else:
             if call.settle(response):
                 if started is not None:
@@ -384,6 +405,10 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
             response = single()
         except Exception as error:
             first_error = error
+        except BaseException as error:
+            if plain:
+                call.abandon_plain(dispatch, since, started, error)
+            raise
         else:
             if call.settle(response):
                 if started is not None:

@@ -371,3 +371,31 @@ async def test_a_scoped_instrument_without_the_fast_hook_keeps_calls_on_the_full
     assert await retrier(clock, scope_only).call(scoped_fetch(clock, 0, seen)) == "ok"
     assert await retrier(clock, scope_only).call(scoped_fetch(clock, 1, seen)) == "ok"
     assert seen == [("attempt runs in", "call")] * 3
+
+
+async def test_a_bare_http_attempt_cancelled_is_reported_as_a_cancelled_call() -> None:
+    """The transports' bare first attempt too: a cancelled send ends a call the instruments
+    hear of (outcome cancelled, the host as target), and the cancellation goes on."""
+    import httpx
+
+    from retrymw.httpx import AsyncRetryTransport
+
+    class Calls(Metered):
+        def call_finished(self, event: Any, /) -> None:
+            self.seen.append(("call_finished", event.outcome, event.attempts, event.target))
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    clock = FakeClock()
+    calls = Calls()
+    policy = RetryPolicy(name="p", attempts=2, initial_delay=0, jitter=False)
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(hang), policy=policy, instruments=[calls], clock=clock
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        with anyio.move_on_after(0.01) as cancel:
+            await client.get("http://api.test/a")
+    assert cancel.cancelled_caught
+    assert calls.seen == [("call_finished", "cancelled", 1, "api.test")]
