@@ -9,6 +9,7 @@ with events.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -399,3 +400,33 @@ async def test_a_bare_http_attempt_cancelled_is_reported_as_a_cancelled_call() -
             await client.get("http://api.test/a")
     assert cancel.cancelled_caught
     assert calls.seen == [("call_finished", "cancelled", 1, "api.test")]
+
+
+@pytest.mark.parametrize("door", ["call_sync", "sync transport"])
+def test_a_bare_sync_attempt_interrupted_is_reported_and_the_interrupt_goes_on(door: str) -> None:
+    """KeyboardInterrupt in a sync bare first attempt: never retried nor swallowed, and the call
+    it ends is reported as cancelled, from call_sync and from the sync transport."""
+    import httpx
+
+    from retrymw.httpx import RetryTransport
+
+    class Calls(Metered):
+        def call_finished(self, event: Any, /) -> None:
+            self.seen.append(("call_finished", event.outcome, event.attempts))
+
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    clock = FakeClock()
+    calls = Calls()
+    if door == "call_sync":
+        run: Any = functools.partial(retrier(clock, calls).call_sync, interrupted)
+    else:
+        policy = RetryPolicy(name="p", attempts=2, initial_delay=0, jitter=False)
+        transport = RetryTransport(
+            httpx.MockTransport(interrupted), policy=policy, instruments=[calls], clock=clock
+        )
+        run = functools.partial(httpx.Client(transport=transport).get, "http://api.test/a")
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    assert calls.seen == [("call_finished", "cancelled", 1)]

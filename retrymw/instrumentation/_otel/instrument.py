@@ -315,7 +315,7 @@ class OpenTelemetryInstrument(Instrument):
             attributes = self._labels(policy, target)
             if budget_available is not None:
                 self._budget.set(budget_available, attributes)
-            # One dict per record: attributes are never changed once recorded.
+            # The attempt's attributes in a dict of their own: the call's differ by one key.
             attempt = {**attributes, names.ATTR_ATTEMPT_OUTCOME: "success"}
             self._attempt_duration.record(duration, attempt, **self._no_exemplar)
             attributes[names.ATTR_OUTCOME] = "success"
