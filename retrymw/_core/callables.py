@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, TypeVar
 
@@ -21,13 +21,14 @@ from .redact import safe_repr
 __all__ = [
     "SUSPECT_RESULTS",
     "Refused",
-    "async_attempt",
     "async_result_error",
+    "bound_attempt",
     "check_callable",
     "check_decorated",
     "is_async",
     "operation_name",
-    "sync_attempt",
+    "refuse_async_result",
+    "refuse_unawaitable",
     "sync_result_error",
 ]
 
@@ -160,30 +161,23 @@ def async_result_error(fn: object, result: object) -> TypeError | None:
     )
 
 
-def async_attempt(
-    fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any
-) -> Callable[[], Awaitable[T]]:
-    """One attempt of ``call()``: ``fn(*args, **kwargs)``, handed to the driver to await once
-    it is known awaitable (a plain function returning it: no coroutine of its own per attempt)."""
-
-    def attempt() -> Awaitable[T]:
-        result = fn(*args, **kwargs)
-        if type(result) is not CoroutineType and not inspect.isawaitable(result):
-            raise Refused(sync_result_error(fn, result))
-        return result
-
-    return attempt
+def bound_attempt(fn: Callable[..., T], args: Any, kwargs: Any) -> Callable[[], T]:
+    """One attempt of ``call()`` or ``call_sync()``: ``fn`` itself when it takes no arguments,
+    else a `functools.partial`; neither adds a Python frame to the attempt. The drivers check
+    what it returns (`refuse_unawaitable`, `refuse_async_result`)."""
+    return functools.partial(fn, *args, **kwargs) if args or kwargs else fn
 
 
-def sync_attempt(fn: Callable[..., T], args: Any, kwargs: Any) -> Callable[[], T]:
-    """One attempt of ``call_sync()``: ``fn(*args, **kwargs)``, refused if it is async."""
+def refuse_unawaitable(fn: object, value: object) -> None:
+    """Raise `Refused` if ``value``, what ``fn`` returned to an async driver, is not awaitable
+    (the driver asks only about what is not a coroutine)."""
+    if not inspect.isawaitable(value):
+        raise Refused(sync_result_error(fn, value))
 
-    def attempt() -> T:
-        result = fn(*args, **kwargs)
-        if type(result) in SUSPECT_RESULTS:
-            error = async_result_error(fn, result)
-            if error is not None:
-                raise Refused(error)
-        return result
 
-    return attempt
+def refuse_async_result(fn: object, value: object) -> None:
+    """Raise `Refused` if ``value``, what ``fn`` returned to a sync driver, is a coroutine or
+    the generator of a generator function (the driver asks only about `SUSPECT_RESULTS`)."""
+    error = async_result_error(fn, value)
+    if error is not None:
+        raise Refused(error)

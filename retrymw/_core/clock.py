@@ -59,10 +59,9 @@ class SystemClock:
 
     __slots__ = ()
 
-    def now(self) -> float:
-        """See `Clock.now`."""
-        clock = _default_clock
-        return time.monotonic() if clock is None else clock.now()
+    #: See `Clock.now`. Read after every attempt, so it is `time.monotonic` itself (no Python
+    #: frame) until `replace_default_clock` swaps in `_delegated_now`, and back.
+    now: Callable[[], float] = staticmethod(time.monotonic)
 
     def wall(self) -> float:
         """See `Clock.wall`."""
@@ -109,7 +108,15 @@ def replace_default_clock(clock: Clock | None) -> Clock | None:
     global _default_clock
     previous = _default_clock
     _default_clock = None if isinstance(clock, SystemClock) else clock
+    now: Any = staticmethod(time.monotonic) if _default_clock is None else _delegated_now
+    SystemClock.now = now
     return previous
+
+
+def _delegated_now(_: SystemClock) -> float:
+    """`SystemClock.now` while a test's clock stands in for it."""
+    clock = _default_clock
+    return time.monotonic() if clock is None else clock.now()
 
 
 def set_instant_everywhere(on: bool) -> bool:

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from random import Random
+from types import CoroutineType
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from .callables import Refused, operation_name
+from .callables import (
+    SUSPECT_RESULTS,
+    Refused,
+    operation_name,
+    refuse_async_result,
+    refuse_unawaitable,
+)
 from .clock import Clock, waits_disabled
 from .events import CallStarted
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
@@ -166,48 +173,20 @@ class Engine:
         ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
         scopes `open_plain` entered. The front door names the call as for `execute_async`."""
         run = CallRun(
-            self, policy or self.policy, operation, target, None, request, dispatch, since, started
-        )
-        run.call_scopes = scopes
-        run.state.attempt = 1
-        run.abort(error)
-
-    # -- drivers -------------------------------------------------------------------------------
-
-    def _open_run(
-        self,
-        operation: str,
-        target: str | None,
-        policy: RetryPolicy | None,
-        adapter: AttemptAdapter | None,
-        request: object,
-        first_error: Exception | None,
-        first_result: object,
-        since: int | None,
-        started: float | None,
-        plain_path: tuple[Dispatch, Scopes] | None = None,
-    ) -> CallRun:
-        """The `CallRun` of a call; one resumed from the plain path keeps the dispatch its first
-        attempt ran under and the call scopes entered around it (``plain_path``)."""
-        resumed = first_error is not None or first_result is not _NOT_GIVEN
-        # A call resumed from the plain path keeps the dispatch its first attempt ran under: an
-        # idle instrument that starts listening meanwhile would hear half a call.
-        dispatch = plain_path[0] if plain_path is not None else self._current()[0]
-        run = CallRun(
             self,
             policy or self.policy,
             operation,
             target,
-            adapter,
+            None,
             request,
-            dispatch,
             since,
             started,
-            resumed,
+            (dispatch, scopes),
         )
-        if plain_path is not None:
-            run.call_scopes = plain_path[1]
-        return run
+        run.state.attempt = 1
+        run.abort(error)
+
+    # -- drivers -------------------------------------------------------------------------------
 
     async def execute_async(
         self,
@@ -230,22 +209,21 @@ class Engine:
         (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
         ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
         whose first attempt already ran on the plain path (see `plain_first_attempt`), with
-        ``since``, the `next_serial` taken before that attempt (retry at one layer), ``started``,
+        ``since``, the `LAST_MARK` read before that attempt (retry at one layer), ``started``,
         the clock's time when it began (then reported as the call's first attempt), and
         ``plain_path``, the dispatch that attempt ran under and the call scopes entered around
         it (`open_plain`; `NO_SCOPES` when none).
         """
-        run = self._open_run(
+        run = CallRun(
+            self,
+            policy or self.policy,
             operation,
             target,
-            policy,
             adapter,
             request,
-            first_error,
-            first_result,
             since,
             started,
-            plain_path,
+            (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
         sleep = self._clock.sleep
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
@@ -264,14 +242,19 @@ class Engine:
                         await sleep(max(delay, 0.0))
                     if scopes is not NO_SCOPES:
                         scopes.exit()
-                if not run.start_attempt():
+                if not run.guarded:
+                    run.state.attempt += 1
+                elif not run.start_attempt():
                     break
                 try:
+                    awaitable = attempt()
+                    if type(awaitable) is not CoroutineType:
+                        refuse_unawaitable(attempt, awaitable)
                     if not bounded:
-                        result = await attempt()
+                        result = await awaitable
                     else:
                         with anyio.fail_after(run.attempt_limit()):
-                            result = await attempt()
+                            result = await awaitable
                 except Exception as error:
                     delay = run.finish_attempt(None, error)
                 else:
@@ -300,17 +283,16 @@ class Engine:
         plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
-        run = self._open_run(
+        run = CallRun(
+            self,
+            policy or self.policy,
             operation,
             target,
-            policy,
             adapter,
             request,
-            first_error,
-            first_result,
             since,
             started,
-            plain_path,
+            (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
         sleep = self._clock.sleep_sync
         try:
@@ -326,10 +308,14 @@ class Engine:
                         sleep(max(delay, 0.0))
                     if scopes is not NO_SCOPES:
                         scopes.exit()
-                if not run.start_attempt():
+                if not run.guarded:
+                    run.state.attempt += 1
+                elif not run.start_attempt():
                     break
                 try:
                     result = attempt()
+                    if type(result) in SUSPECT_RESULTS:
+                        refuse_async_result(attempt, result)
                 except Exception as error:
                     delay = run.finish_attempt(None, error)
                 else:

@@ -13,8 +13,7 @@ answers a failed request with ``x-should-retry: false``, which the caller's tran
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -26,28 +25,26 @@ __all__ = [
     "Inbound",
     "copy_mark",
     "current",
+    "LAST_MARK",
     "mark",
-    "next_serial",
     "retried_below",
     "serving",
 ]
 
-#: The attribute a final error or response carries: the serial of its marking (`next_serial`).
+#: The attribute a final error or response carries: the serial of its marking (`LAST_MARK`).
 _ATTRIBUTE = "_retrymw_final"
 
 #: Give-up reasons that end a call for good even after a single attempt: the server forbade a
 #: retry, or a layer below already retried.
 FINAL_REASONS: frozenset[RetryReason] = frozenset({"server_said_no", "retried_below"})
 
-# One sequence for calls and marks: a mark made after a call began was made inside it.
-# ``next_serial()`` returns a number greater than every earlier one; the counter's own method,
-# as every call takes one (a Python function around it costs a frame).
-next_serial: Callable[[], int] = itertools.count(1).__next__
-
-# The newest mark's serial: a call that began after it cannot find a mark made inside it, which
-# spares every retry decision the attribute lookups of `retried_below`.
-_newest_mark = 0
-_newest_mark_lock = ForkSafeLock()
+#: The serial of the newest mark, in a one-item list: ``LAST_MARK[0]``. A call reads it before
+#: its first attempt (its ``since``, a read rather than a call: every call takes one), and a mark
+#: made after that, hence inside the call, has a greater serial. A call that began after the
+#: newest mark cannot find one made inside it, which spares its retry decisions the attribute
+#: lookups of `retried_below`.
+LAST_MARK: list[int] = [0]
+_mark_lock = ForkSafeLock()
 
 
 def mark(value: object) -> None:
@@ -56,14 +53,12 @@ def mark(value: object) -> None:
     An object that takes no attribute (``None``, an int, a slotted class) stays unmarked: the
     layer above may then retry it, as before.
     """
-    global _newest_mark
-    serial = next_serial()
+    with _mark_lock:  # give-ups only: off the hot path
+        serial = LAST_MARK[0] = LAST_MARK[0] + 1
     try:
         setattr(value, _ATTRIBUTE, serial)
     except Exception:  # no attribute can be set on it: unmarked is the safe side
         return
-    with _newest_mark_lock:  # give-ups only: off the hot path
-        _newest_mark = max(_newest_mark, serial)
 
 
 def copy_mark(source: BaseException, target: BaseException) -> None:
@@ -81,7 +76,7 @@ def retried_below(outcome: Outcome, since: int) -> bool:
     retryable on every later call. An error's ``response`` (``httpx.HTTPStatusError``) is
     looked at too.
     """
-    if _newest_mark <= since:
+    if LAST_MARK[0] <= since:
         return False
     error = outcome.exception
     try:

@@ -17,19 +17,18 @@ from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
 from .callables import (
     SUSPECT_RESULTS,
-    async_attempt,
     async_result_error,
+    bound_attempt,
     check_callable,
     check_decorated,
     is_async,
     operation_name,
-    sync_attempt,
     sync_result_error,
 )
 from .clock import SYSTEM_CLOCK, Clock
 from .drivers import Engine
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
-from .layers import next_serial
+from .layers import LAST_MARK
 from .policy import RetryPolicy
 from .redact import safe_repr
 
@@ -269,15 +268,15 @@ class Retrier(Engine):
             if not callable(fn):
                 check_callable(fn, "retrier.call()")
             return await self.execute_async(
-                async_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
+                bound_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
-        since = next_serial()  # what is marked after this was marked inside this call
+        since = LAST_MARK[0]  # a mark newer than this was made inside this call
         started, scopes = None, NO_SCOPES
         if plain:
             started, scopes, operation = self.open_plain(dispatch, fn, operation)
         awaitable: Any = _NOT_GIVEN
         try:
-            awaitable = fn(*args, **kwargs)
+            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
             result = await awaitable
         except Exception as error:
             first = error
@@ -322,7 +321,7 @@ class Retrier(Engine):
         # Outside the except block: the retries' exceptions must not carry the first one
         # as their __context__ ("During handling of the above exception...").
         return await self.execute_async(
-            async_attempt(fn, args, kwargs),
+            bound_attempt(fn, args, kwargs),
             operation=operation or operation_name(fn),
             first_error=first,
             since=since,
@@ -337,9 +336,9 @@ class Retrier(Engine):
         dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
         if plain is None:
             return self.execute_sync(
-                sync_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
+                bound_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
             )
-        since = next_serial()  # what is marked after this was marked inside this call
+        since = LAST_MARK[0]  # a mark newer than this was made inside this call
         started, scopes = None, NO_SCOPES
         if plain:
             started, scopes, operation = self.open_plain(dispatch, fn, operation)
@@ -362,7 +361,7 @@ class Retrier(Engine):
         if first is not None:
             # Outside the except block, as in `_call_async`: no accidental chaining.
             return self.execute_sync(
-                sync_attempt(fn, args, kwargs),
+                bound_attempt(fn, args, kwargs),
                 operation=operation or operation_name(fn),
                 first_error=first,
                 since=since,

@@ -19,17 +19,18 @@ from .events import (
     Outcome,
     RetryReason,
 )
-from .instruments import NO_SCOPES, Dispatch
-from .layers import FINAL_REASONS, next_serial, retried_below
+from .instruments import NO_SCOPES, Dispatch, Scopes
+from .layers import FINAL_REASONS, LAST_MARK, retried_below
 from .matchers import status_of
 from .policy import CallState, RetryPolicy
 from .resume import ResumableRun
+from .retrier_args import _NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
 
 __all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
 
 _new_outcome = tuple.__new__
-# `_outcome` fills every field of `Outcome` positionally; a new field must be added there too.
+# `finish_attempt` fills every field of `Outcome` positionally; a new field must be added there too.
 assert len(Outcome._fields) == 8, Outcome._fields
 
 
@@ -46,6 +47,7 @@ class CallRun:
         "call_scopes",
         "dispatch",
         "error",
+        "guarded",
         "operation",
         "outcome",
         "policy",
@@ -53,7 +55,6 @@ class CallRun:
         "request",
         "result",
         "resume",
-        "resumed",
         "retrier",
         "serial",
         "sleep_scopes",
@@ -61,6 +62,7 @@ class CallRun:
         "status",
         "target",
         "throttle",
+        "withholds",
     )
 
     def __init__(
@@ -71,10 +73,9 @@ class CallRun:
         target: str | None,
         adapter: AttemptAdapter | None,
         request: object,
-        dispatch: Dispatch,
-        since: int | None = None,
-        started: float | None = None,
-        resumed: bool = False,
+        since: int | None,
+        started: float | None,
+        path: tuple[Dispatch, Scopes],
     ) -> None:
         self.retrier = retrier
         self.policy = policy
@@ -82,9 +83,11 @@ class CallRun:
         self.target = target if target is not None else operation
         self.adapter = adapter
         self.request = request
-        self.dispatch = dispatch
+        # The dispatch and call scopes: a call resumed from the plain path keeps those its
+        # first attempt ran under (an idle instrument that starts listening meanwhile would
+        # hear half a call); any other call takes the current dispatch and enters its own.
+        self.dispatch, self.call_scopes = path
         self.state = CallState(retrier._clock.now() if started is None else started)
-        self.resumed = resumed
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
         breaker, budget, throttle = retrier._breaker, retrier._budget, retrier._throttle
@@ -92,7 +95,6 @@ class CallRun:
         self.budget = budget if budget is None else for_target(budget, self.target)
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
         self.admitted = False
-        self.call_scopes = NO_SCOPES
         self.attempt_scopes = NO_SCOPES
         self.sleep_scopes = NO_SCOPES
         self.attempt_started_at = self.state.started_at
@@ -103,9 +105,21 @@ class CallRun:
         self.reason: RetryReason | None = None
         store = retrier._store
         self.resume = None if store is None else ResumableRun.open(store, policy, retrier._clock)
+        # Whether a retry the policy grants may yet be withheld (`_withheld`).
+        self.withholds = (
+            self.breaker is not None or self.budget is not None or self.resume is not None
+        )
+        # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
+        # timing it): when not, the drivers only count it.
+        self.guarded = (
+            self.breaker is not None
+            or self.throttle is not None
+            or self.resume is not None
+            or bool(self.dispatch.attempt_started or self.dispatch.attempt_finished)
+        )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
-        # a call resumed from a bare first attempt took its serial before that attempt.
-        self.serial = next_serial() if since is None else since
+        # a call resumed from a bare first attempt read it before that attempt.
+        self.serial = LAST_MARK[0] if since is None else since
 
     # -- steps, in the order the drivers call them ---------------------------------------------
 
@@ -118,11 +132,11 @@ class CallRun:
     def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
 
-        A call resumed from the plain path already ran its first attempt, with no scopes: it
-        goes on from that attempt's ``result`` or ``error`` and keeps to the dispatch it was
-        given (the one without idle instruments), rather than reporting half a call.
+        A call resumed from the plain path (``result`` or ``error`` given, not `_NOT_GIVEN`)
+        already ran its first attempt: it goes on from that attempt's outcome, under the
+        dispatch and call scopes it was given, rather than reporting half a call.
         """
-        if not self.resumed:
+        if error is None and result is _NOT_GIVEN:
             self.begin()
             return 0.0 if self.resume is None else self._resume()
         self.state.attempt = 1
@@ -175,36 +189,47 @@ class CallRun:
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""
-        retrier = self.retrier
         policy = self.policy
         state = self.state
-        now = retrier._clock.now()
-        outcome = self._outcome(state.attempt, now - state.started_at, result, error)
-        self.result, self.error, self.status = result, error, outcome.status
+        now = self.retrier._clock.now()
+        adapter = self.adapter
+        if adapter is not None:
+            outcome = adapter.outcome(state.attempt, now - state.started_at, result, error)
+            status = outcome.status
+        else:
+            # The outcome built here (this runs after every attempt), as a tuple: half the
+            # cost of the NamedTuple's generated __new__. An exception's status is for matchers
+            # and telemetry: the implicit "any exception" rule with nobody listening never reads
+            # it (three attribute lookups).
+            matcher = policy.retry_on
+            if error is not None:
+                wanted = matcher is not None or self.dispatch.observes_outcomes
+                status = status_of(error) if wanted else None
+            else:
+                wanted = matcher is not None and matcher.uses_results
+                status = status_of(result) if wanted else None
+            outcome = _new_outcome(
+                Outcome,
+                (state.attempt, now - state.started_at, error, result, status, None, None, None),
+            )
+        self.result, self.error, self.status = result, error, status
         # `decide`, without its decision objects (this runs after every attempt): a delay for
         # a retry, a reason for a give-up, neither when the outcome is accepted.
-        step = policy._next_step(state, outcome, now, retrier._rng)
+        step = policy._next_step(state, outcome, now, self.retrier._rng)
+        matched = step is not None
+        if self.admitted:
+            self.admitted = False
+            self._report_verdict(matched, outcome)
         delay: float | None = None
         reason: RetryReason | None = None
         if isinstance(step, str):
             reason = step
         elif step is not None:
             delay = step
-            if not policy.retry_below and retried_below(outcome, self.serial):
-                # Retry at one layer: what a call nested in this one retried and gave up on is
-                # final here too, whichever front door (coroutine, function, transport, helper).
-                delay, reason = None, "retried_below"
-        matched = delay is not None or reason is not None
-        if self.admitted:
-            self.admitted = False
-            self._report_verdict(matched, outcome)
-        if delay is not None:
-            if self.breaker is not None and self.breaker.state == "open":
-                delay, reason = None, "circuit_open"
-            elif self.budget is not None and not self.budget.try_acquire():
-                delay, reason = None, "throttled"
-            elif self.resume is not None and not self.resume.allows(delay):
-                delay, reason = None, "budget_exhausted"  # the budget's wall-clock expiry
+            if self.withholds or LAST_MARK[0] > self.serial:
+                reason = self._withheld(step, outcome)
+                if reason is not None:
+                    delay = None
         hooks = self.dispatch.attempt_finished
         if hooks:
             reports.attempt_finished(self, hooks, outcome, now, matched, delay is not None)
@@ -281,21 +306,23 @@ class CallRun:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _outcome(
-        self, attempt: int, elapsed: float, result: object, error: Exception | None
-    ) -> Outcome:
-        if self.adapter is not None:
-            return self.adapter.outcome(attempt, elapsed, result, error)
-        matcher = self.policy.retry_on
-        if error is not None:
-            # An exception's status is for matchers and telemetry: the implicit "any
-            # exception" rule with nobody listening never reads it (three attribute lookups).
-            wanted = matcher is not None or self.dispatch.observes_outcomes
-            status = status_of(error) if wanted else None
-        else:
-            status = status_of(result) if matcher is not None and matcher.uses_results else None
-        # The tuple built directly: half the cost of the NamedTuple's generated __new__.
-        return _new_outcome(Outcome, (attempt, elapsed, error, result, status, None, None, None))
+    def _withheld(self, delay: float, outcome: Outcome) -> RetryReason | None:
+        """Why the retry the policy granted (after ``delay``) does not happen, if it does not."""
+        if (
+            LAST_MARK[0] > self.serial
+            and not self.policy.retry_below
+            and retried_below(outcome, self.serial)
+        ):
+            # Retry at one layer: what a call nested in this one retried and gave up on is
+            # final here too, whichever front door (coroutine, function, transport, helper).
+            return "retried_below"
+        if self.breaker is not None and self.breaker.state == "open":
+            return "circuit_open"
+        if self.budget is not None and not self.budget.try_acquire():
+            return "throttled"
+        if self.resume is not None and not self.resume.allows(delay):
+            return "budget_exhausted"  # the budget's wall-clock expiry
+        return None
 
     def _report_verdict(self, failed: bool, outcome: Outcome) -> None:
         """Tell the breaker and the throttle the admitted attempt's verdict.
@@ -303,7 +330,7 @@ class CallRun:
         The throttle also learns whether a failure was an explicit overload refusal (a status
         in `OVERLOAD_STATUSES`): evidence of load, where a refused connection or a 502 is
         evidence of loss. The status is read here, only for a failure and a throttle, since
-        `_outcome` reads it lazily (for matchers and listeners).
+        `finish_attempt` reads it lazily (for matchers and listeners).
         """
         breaker, throttle = self.breaker, self.throttle
         if breaker is not None:

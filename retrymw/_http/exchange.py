@@ -28,7 +28,7 @@ import anyio
 from .._core.drivers import Plain
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
 from .._core.instruments import NO_SCOPES, Dispatch
-from .._core.layers import copy_mark, next_serial
+from .._core.layers import LAST_MARK, copy_mark
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
 from .._protect.targets import PerTarget
@@ -355,7 +355,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
     since = started = None
     dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
-        since = next_serial()  # see Retrier.execute_async
+        since = LAST_MARK[0]  # see Retrier.execute_async
         started = call.retrier.clock.now() if plain else None
         try:
             response = await attempt()
@@ -399,7 +399,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     since = started = None
     dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
-        since = next_serial()  # see Retrier.execute_async
+        since = LAST_MARK[0]  # see Retrier.execute_async
         started = call.retrier.clock.now() if plain else None
         try:
             response = single()
