@@ -46,7 +46,8 @@ def operation_name(fn: object) -> str:
         except Exception:  # a callable whose attributes raise still gets a label
             name = type(target).__qualname__
     # "<locals>" qualnames are per-definition-site noise; keep the readable tail for labels.
-    return name if "<locals>." not in name else name.rsplit("<locals>.", 1)[-1]
+    cut = name.rfind("<locals>.")
+    return name if cut < 0 else name[cut + 9 :]
 
 
 class Refused(BaseException):

@@ -20,7 +20,9 @@ __all__ = [
     "SystemClock",
     "instant",
     "replace_default_clock",
+    "async_waiter",
     "set_instant_everywhere",
+    "sync_waiter",
     "waits_disabled",
 ]
 
@@ -130,6 +132,29 @@ def set_instant_everywhere(on: bool) -> bool:
 def waits_disabled() -> bool:
     """Whether ``instant()`` is active in the current context (or everywhere, for a test)."""
     return _instant_everywhere or _WAITS_DISABLED.get()
+
+
+def async_waiter(clock: Clock) -> Callable[[float], Awaitable[None]] | None:
+    """What a retry's wait awaits on ``clock`` now: ``None`` under ``instant()``.
+
+    Asked before every wait, in one frame: the system clock on asyncio (no test clock standing
+    in) is the loop's own ``asyncio.sleep``, as in `SystemClock.sleep`.
+    """
+    if _instant_everywhere or _WAITS_DISABLED.get():
+        return None
+    if clock is SYSTEM_CLOCK and _default_clock is None and "trio" not in sys.modules:
+        return asyncio.sleep
+    return clock.sleep
+
+
+def sync_waiter(clock: Clock) -> Callable[[float], None] | None:
+    """What a retry's wait calls on ``clock`` now: ``None`` under ``instant()``; the system
+    clock (no test clock standing in) is ``time.sleep`` itself."""
+    if _instant_everywhere or _WAITS_DISABLED.get():
+        return None
+    if clock is SYSTEM_CLOCK and _default_clock is None:
+        return time.sleep
+    return clock.sleep_sync
 
 
 class instant:

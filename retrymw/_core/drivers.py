@@ -21,7 +21,7 @@ from .callables import (
     refuse_async_result,
     refuse_unawaitable,
 )
-from .clock import Clock, waits_disabled
+from .clock import Clock, async_waiter, sync_waiter
 from .events import CallStarted
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .policy import RetryPolicy
@@ -48,6 +48,7 @@ class Engine:
     """A `Retrier`'s state and its drivers; `Retrier` sets every slot in its constructor."""
 
     __slots__ = (
+        "_admits_attempts",
         "_breaker",
         "_budget",
         "_budget_reported_at",
@@ -55,6 +56,7 @@ class Engine:
         "_dispatch",
         "_full",
         "_funded",
+        "_gates_retries",
         "_quiet",
         "_rng",
         "_store",
@@ -63,6 +65,7 @@ class Engine:
     )
 
     policy: RetryPolicy
+    _admits_attempts: bool  # a breaker or throttle admits each attempt
     _breaker: BreakerArg
     _budget: BudgetArg
     _budget_reported_at: float
@@ -70,6 +73,7 @@ class Engine:
     _dispatch: Dispatch
     _full: tuple[Dispatch, Plain]  # the dispatch of every instrument, and its calls' `Plain`
     _funded: RetryBudget | None
+    _gates_retries: bool  # a breaker or budget may withhold a retry the policy grants
     _quiet: tuple[Dispatch, Plain] | None  # the same without the idle instruments, if any
     _rng: Random
     _store: Store | None
@@ -183,7 +187,7 @@ class Engine:
             started,
             (dispatch, scopes),
         )
-        run.state.attempt = 1
+        run.attempt = 1
         run.abort(error)
 
     # -- drivers -------------------------------------------------------------------------------
@@ -225,25 +229,26 @@ class Engine:
             started,
             (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
-        sleep = self._clock.sleep
+        clock = self._clock
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
         try:
             delay = run.open(first_result, first_error)
             while delay is not None:
-                if delay > 0.0 or run.state.attempt:
+                if delay > 0.0 or run.attempt:
                     if adapter is not None and run.result is not None:
                         # Disposing of the superseded result is part of the wait: the adapter
                         # bounds it by the delay, and the sleep is what is left of it.
-                        disposed_from = self._clock.now()
+                        disposed_from = clock.now()
                         await adapter.discard(run.result, delay)
-                        delay -= self._clock.now() - disposed_from
+                        delay = max(0.0, delay - (clock.now() - disposed_from))
                     scopes = run.sleep_scopes
-                    if not waits_disabled():
-                        await sleep(max(delay, 0.0))
+                    wait = async_waiter(clock)
+                    if wait is not None:
+                        await wait(delay)
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.guarded:
-                    run.state.attempt += 1
+                    run.attempt += 1
                 elif not run.start_attempt():
                     break
                 try:
@@ -294,22 +299,23 @@ class Engine:
             started,
             (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
-        sleep = self._clock.sleep_sync
+        clock = self._clock
         try:
             delay = run.open(first_result, first_error)
             while delay is not None:
-                if delay > 0.0 or run.state.attempt:
+                if delay > 0.0 or run.attempt:
                     if adapter is not None and run.result is not None:
-                        disposed_from = self._clock.now()
+                        disposed_from = clock.now()
                         adapter.discard_sync(run.result, delay)
-                        delay -= self._clock.now() - disposed_from
+                        delay = max(0.0, delay - (clock.now() - disposed_from))
                     scopes = run.sleep_scopes
-                    if not waits_disabled():
-                        sleep(max(delay, 0.0))
+                    wait = sync_waiter(clock)
+                    if wait is not None:
+                        wait(delay)
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.guarded:
-                    run.state.attempt += 1
+                    run.attempt += 1
                 elif not run.start_attempt():
                     break
                 try:

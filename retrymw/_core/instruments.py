@@ -201,6 +201,7 @@ class Dispatch:
         "idle_guards",
         "instruments",
         "observes_outcomes",
+        "times_attempts",
     )
 
     def __init__(self, instruments: Iterable[object], *, guards: list[_Guard] | None = None):
@@ -230,6 +231,8 @@ class Dispatch:
             or self.call_finished
             or self.first_attempt_succeeded
         )
+        # Whether an attempt's start is taken (and announced): see `CallRun.start_attempt`.
+        self.times_attempts = bool(self.attempt_started or self.attempt_finished)
         # The guards of instruments that can be idle (they override `listening`).
         self.idle_guards = tuple(
             guard

@@ -19,7 +19,7 @@ from .backoff import (
 from .durations import parse_duration
 from .errors import CircuitOpenError, ConfigError
 from .events import Outcome, RetryReason
-from .matchers import NOT_RETRIED_BY_DEFAULT, Matcher, compile_matcher, retryable_by_default
+from .matchers import DEFAULT_VERDICTS, Matcher, compile_matcher, retryable_by_default
 
 __all__ = ["Accept", "CallState", "GiveUp", "Retry", "RetryPolicy"]
 
@@ -228,7 +228,10 @@ class RetryPolicy:
         retry_on = self.retry_on
         if retry_on is None:  # `matches` inlined: this runs after every failed attempt
             exception = outcome.exception
-            if exception is None or isinstance(exception, NOT_RETRIED_BY_DEFAULT):
+            if exception is None:
+                return None
+            verdict = DEFAULT_VERDICTS.get(type(exception))
+            if not (retryable_by_default(exception) if verdict is None else verdict):
                 return None
         elif not self.matches(outcome):
             return None

@@ -22,7 +22,7 @@ from .events import (
     RetryScheduled,
 )
 from .instruments import Dispatch, Hook, Scopes
-from .policy import CallState, RetryPolicy
+from .policy import RetryPolicy
 from .runtime import Runtime
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ class ReportedCall(Protocol):
     target: str
     operation: str
     request: object
-    state: CallState
+    attempt: int
+    started_at: float
     attempt_started_at: float
     result: object
     outcome: CallOutcome
@@ -64,7 +65,7 @@ def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
 
 
 def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
-    """Announce the attempt ``run.state.attempt``; its scopes wrap the attempt."""
+    """Announce the attempt ``run.attempt``; its scopes wrap the attempt."""
     policy = run.policy
     return Dispatch.enter(
         hooks,
@@ -72,7 +73,7 @@ def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
             policy.name,
             run.target,
             run.operation,
-            run.state.attempt,
+            run.attempt,
             policy.attempts,
             run.request,
         ),
@@ -98,7 +99,7 @@ def attempt_finished(
             run.policy.name,
             run.target,
             run.operation,
-            run.state.attempt,
+            run.attempt,
             attempt_outcome,
             now - run.attempt_started_at,
             None if attempt_outcome == "success" else error_type(outcome),
@@ -120,7 +121,7 @@ def retry_scheduled(
             policy.name,
             run.target,
             run.operation,
-            run.state.attempt,
+            run.attempt,
             policy.attempts,
             delay,
             error_type(outcome),
@@ -143,7 +144,7 @@ def retry_denied(
             policy.name,
             run.target,
             run.operation,
-            run.state.attempt,
+            run.attempt,
             policy.attempts,
             reason,
             error_type(outcome),
@@ -166,9 +167,7 @@ def call_finished(run: ReportedCall, hooks: tuple[Hook, ...], error: BaseExcepti
     # Reading the budget folds its lock-free success count under a lock: worth it on every
     # call that retried, and at most once a second on the success path so the gauge still
     # shows the bucket refilling.
-    if run.budget is not None and (
-        run.state.attempt > 1 or now - retrier._budget_reported_at >= 1.0
-    ):
+    if run.budget is not None and (run.attempt > 1 or now - retrier._budget_reported_at >= 1.0):
         retrier._budget_reported_at = now
         budget_available = run.budget.available()
     Dispatch.emit(
@@ -178,8 +177,8 @@ def call_finished(run: ReportedCall, hooks: tuple[Hook, ...], error: BaseExcepti
             run.target,
             run.operation,
             run.outcome,
-            run.state.attempt,
-            now - run.state.started_at,
+            run.attempt,
+            now - run.started_at,
             failure,
             run.status,
             error,

@@ -124,6 +124,8 @@ class Retrier(Engine):
             # The user's own breaker reports to this retrier's instruments; the same instruments
             # listen once however many retriers and transports share the breaker.
             breaker.add_listener(_BreakerEvents(self._dispatch))
+        self._admits_attempts = breaker is not None or throttle is not None
+        self._gates_retries = breaker is not None or self._budget is not None
         self._rng = rng if rng is not None else Random()
         self._budget_reported_at = -math.inf
         if fleet is not None:

@@ -34,8 +34,12 @@ _new_outcome = tuple.__new__
 assert len(Outcome._fields) == 8, Outcome._fields
 
 
-class CallRun:
-    """One call's state and bookkeeping; every decision is delegated to `RetryPolicy.decide`."""
+class CallRun(CallState):
+    """One call's state and bookkeeping; every decision is delegated to `RetryPolicy.decide`.
+
+    It is the call's `CallState` itself (attempt, start, delays so far), handed to the policy
+    as it is: no second object per call.
+    """
 
     __slots__ = (
         "adapter",
@@ -58,7 +62,6 @@ class CallRun:
         "retrier",
         "serial",
         "sleep_scopes",
-        "state",
         "status",
         "target",
         "throttle",
@@ -87,7 +90,10 @@ class CallRun:
         # first attempt ran under (an idle instrument that starts listening meanwhile would
         # hear half a call); any other call takes the current dispatch and enters its own.
         self.dispatch, self.call_scopes = path
-        self.state = CallState(retrier._clock.now() if started is None else started)
+        self.attempt = 0
+        self.started_at = retrier._clock.now() if started is None else started
+        self.delay_so_far = 0.0
+        self.last_delay: float | None = None
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
         breaker, budget, throttle = retrier._breaker, retrier._budget, retrier._throttle
@@ -97,7 +103,7 @@ class CallRun:
         self.admitted = False
         self.attempt_scopes = NO_SCOPES
         self.sleep_scopes = NO_SCOPES
-        self.attempt_started_at = self.state.started_at
+        self.attempt_started_at = self.started_at
         self.result: object = None
         self.error: Exception | None = None
         self.status: int | None = None
@@ -106,16 +112,11 @@ class CallRun:
         store = retrier._store
         self.resume = None if store is None else ResumableRun.open(store, policy, retrier._clock)
         # Whether a retry the policy grants may yet be withheld (`_withheld`).
-        self.withholds = (
-            self.breaker is not None or self.budget is not None or self.resume is not None
-        )
+        self.withholds = retrier._gates_retries or self.resume is not None
         # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
         # timing it): when not, the drivers only count it.
         self.guarded = (
-            self.breaker is not None
-            or self.throttle is not None
-            or self.resume is not None
-            or bool(self.dispatch.attempt_started or self.dispatch.attempt_finished)
+            retrier._admits_attempts or self.resume is not None or self.dispatch.times_attempts
         )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
         # a call resumed from a bare first attempt read it before that attempt.
@@ -139,7 +140,7 @@ class CallRun:
         if error is None and result is _NOT_GIVEN:
             self.begin()
             return 0.0 if self.resume is None else self._resume()
-        self.state.attempt = 1
+        self.attempt = 1
         return self.finish_attempt(None if error is not None else result, error)
 
     def start_attempt(self) -> bool:
@@ -150,12 +151,12 @@ class CallRun:
         """
         if self.resume is not None:
             # Claimed first: an attempt a breaker then refuses ends the call, record and all.
-            number = self.resume.claim(self.state)
+            number = self.resume.claim(self)
             if number is None or number > self.policy.attempts:
                 # Other processes used the last attempts, or ended the call.
                 self._exhausted("max_attempts")
                 return False
-            self.state.attempt = number - 1
+            self.attempt = number - 1
         breaker, throttle = self.breaker, self.throttle
         if breaker is not None or throttle is not None:
             if breaker is not None and not breaker.allow_request():
@@ -170,8 +171,7 @@ class CallRun:
                 self._refuse("shed", LoadShedError(throttle.name, reject_probability=probability))
                 return False
             self.admitted = True
-        state = self.state
-        state.attempt += 1
+        self.attempt += 1
         hooks = self.dispatch.attempt_started
         if hooks:
             self.attempt_started_at = self.retrier._clock.now()
@@ -185,16 +185,15 @@ class CallRun:
         policy = self.policy
         if policy.deadline is None:
             return policy.timeout
-        return policy.attempt_limit(self.retrier._clock.now() - self.state.started_at)
+        return policy.attempt_limit(self.retrier._clock.now() - self.started_at)
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""
         policy = self.policy
-        state = self.state
         now = self.retrier._clock.now()
         adapter = self.adapter
         if adapter is not None:
-            outcome = adapter.outcome(state.attempt, now - state.started_at, result, error)
+            outcome = adapter.outcome(self.attempt, now - self.started_at, result, error)
             status = outcome.status
         else:
             # The outcome built here (this runs after every attempt), as a tuple: half the
@@ -210,12 +209,12 @@ class CallRun:
                 status = status_of(result) if wanted else None
             outcome = _new_outcome(
                 Outcome,
-                (state.attempt, now - state.started_at, error, result, status, None, None, None),
+                (self.attempt, now - self.started_at, error, result, status, None, None, None),
             )
         self.result, self.error, self.status = result, error, status
         # `decide`, without its decision objects (this runs after every attempt): a delay for
         # a retry, a reason for a give-up, neither when the outcome is accepted.
-        step = policy._next_step(state, outcome, now, self.retrier._rng)
+        step = policy._next_step(self, outcome, now, self.retrier._rng)
         matched = step is not None
         if self.admitted:
             self.admitted = False
@@ -237,8 +236,8 @@ class CallRun:
             self.attempt_scopes.exit()
             self.attempt_scopes = NO_SCOPES
         if delay is not None:
-            state.delay_so_far += delay
-            state.last_delay = delay
+            self.delay_so_far += delay
+            self.last_delay = delay
             if self.resume is not None:
                 self.resume.add_failure(delay)
             hooks = self.dispatch.retry_scheduled
@@ -264,7 +263,7 @@ class CallRun:
             reports.call_finished(self, hooks, error)
         if self.call_scopes is not NO_SCOPES:
             self.call_scopes.exit()
-        final = self.reason is not None and (self.state.attempt > 1 or self.reason in FINAL_REASONS)
+        final = self.reason is not None and (self.attempt > 1 or self.reason in FINAL_REASONS)
         if final:
             mark_final(self.result if error is None else error)
         if error is None:
@@ -273,7 +272,7 @@ class CallRun:
             raise error
         policy = self.policy
         last = error  # what a fallback receives, whatever is raised
-        error = ending_error(policy, self.state, self.reason, error)
+        error = ending_error(policy, self, self.reason, error)
         if final and error is not last:
             mark_final(error)
         if policy.on_failure == "continue":
@@ -350,7 +349,7 @@ class CallRun:
 
     def _refuse(self, reason: RetryReason, error: Exception) -> None:
         """A breaker or throttle refused the next attempt: end the call for ``reason``."""
-        if self.state.attempt:
+        if self.attempt:
             self._deny(reason, self._last_outcome())
         # Nothing ran in this process (a resumed call counts earlier processes' attempts too),
         # or the last result was already disposed of.
@@ -366,7 +365,7 @@ class CallRun:
     def _resume(self) -> float | None:
         """Adopt the stored progress of a resumed call: the wait before its next attempt."""
         assert self.resume is not None
-        wait, stop = self.resume.load(self.state)
+        wait, stop = self.resume.load(self)
         if stop is not None:
             self._exhausted(stop)
             return None
@@ -379,10 +378,10 @@ class CallRun:
         self._deny(reason, self._last_outcome())
         if self.error is None and (self.result is None or self.adapter is not None):
             self.result = None
-            self.error = self.resume.exhausted(self.state.attempt, reason)
+            self.error = self.resume.exhausted(self.attempt, reason)
 
     def _last_outcome(self) -> Outcome:
-        return Outcome(self.state.attempt, 0.0, self.error, self.result, self.status)
+        return Outcome(self.attempt, 0.0, self.error, self.result, self.status)
 
     def _deny(self, reason: RetryReason, outcome: Outcome) -> None:
         self.reason = reason

@@ -36,6 +36,8 @@ class Runtime(Protocol):
 
     _clock: Clock
     _rng: Random
+    _admits_attempts: bool
+    _gates_retries: bool
     _budget: RetryBudget | PerTarget[RetryBudget] | None
     _budget_reported_at: float
     _store: Store | None

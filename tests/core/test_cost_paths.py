@@ -2,15 +2,23 @@
 
 - the retries of a call whose first attempt ran on the plain path do not chain to it;
 - the system clock sleeps with the event loop's own sleep on asyncio (anyio's elsewhere), and
-  a cancel scope still cancels a backoff wait.
+  a cancel scope still cancels a backoff wait;
+- each wait asks, in one step, whether to sleep and with what (`async_waiter`, `sync_waiter`).
 """
 
 from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import types
 
 import anyio
 import pytest
 
 from retrymw import Retrier, RetryPolicy
+from retrymw._core.clock import SYSTEM_CLOCK, async_waiter, sync_waiter
+from retrymw.testing import FakeClock, instant, use_clock
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +83,23 @@ async def test_a_cancel_scope_cancels_a_backoff_wait() -> None:
         await retrier.call(fetch)
     assert scope.cancelled_caught
     assert calls[0] == 1  # cancelled during the first 20 s wait
+
+
+def test_each_wait_takes_the_sleep_of_its_clock_and_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drivers ask before every wait: nothing under instant(), the loop's own sleep for
+    the system clock on asyncio alone, the clock's own sleep otherwise (a fake clock, a test
+    clock standing in for the system one, trio imported)."""
+    fake = FakeClock()
+    assert async_waiter(fake) == fake.sleep
+    assert sync_waiter(fake) == fake.sleep_sync
+    assert sync_waiter(SYSTEM_CLOCK) is time.sleep
+    monkeypatch.delitem(sys.modules, "trio", raising=False)
+    assert async_waiter(SYSTEM_CLOCK) is asyncio.sleep
+    with use_clock(fake):
+        assert async_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep
+        assert sync_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep_sync
+    with instant():
+        assert async_waiter(SYSTEM_CLOCK) is None
+        assert sync_waiter(fake) is None
+    monkeypatch.setitem(sys.modules, "trio", types.ModuleType("trio"))
+    assert async_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from random import Random
 from typing import Any
 
 import pytest
 
-from retrymw import CallFinished, Retrier, RetryPolicy, on_exception
+from retrymw import CallFinished, CallState, Outcome, Retrier, RetryPolicy, on_exception
 from retrymw._core.matchers import PROGRAMMING_ERRORS, retryable_by_default
+from retrymw._core.policy import Accept, Retry
 from retrymw.testing import FakeClock, RecordingInstrument
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +133,44 @@ def test_the_list_is_exception_classes_only() -> None:
     """Cancellation is never on the list: it propagates before any matching."""
     assert all(issubclass(kind, Exception) for kind in PROGRAMMING_ERRORS)
     assert not retryable_by_default(None)
+
+
+def test_default_verdicts_are_kept_per_type_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The implicit rule's verdict is memoised per exception type, up to a bound; past it,
+    types made at run time are still judged right, just not kept. The engine's decisions
+    read the same table."""
+    from retrymw._core import matchers
+
+    kept = dict(matchers.DEFAULT_VERDICTS)
+    matchers.DEFAULT_VERDICTS.clear()
+    try:
+        monkeypatch.setattr(matchers, "_VERDICTS_KEPT", 2)
+        transient = type("Transient", (ConnectionError,), {})
+        misuse = type("Misuse", (TypeError,), {})
+        late = type("Late", (TypeError,), {})
+        later = type("Later", (ConnectionError,), {})
+        assert retryable_by_default(transient("reset"))
+        assert not retryable_by_default(misuse("bad"))
+        verdicts = matchers.DEFAULT_VERDICTS
+        assert verdicts == {transient: True, misuse: False}
+        policy = RetryPolicy(attempts=2, initial_delay=0)
+        state = CallState(0.0)
+        state.attempt = 1
+        # Past the bound: judged each time, never kept.
+        assert isinstance(policy.decide(state, _failed(late("x")), now=0.0, rng=Random()), Accept)
+        assert isinstance(policy.decide(state, _failed(later("x")), now=0.0, rng=Random()), Retry)
+        assert set(verdicts) == {transient, misuse}
+        # A kept verdict decides: a type marked as never retried is not retried.
+        verdicts[transient] = False
+        assert isinstance(
+            policy.decide(state, _failed(transient("x")), now=0.0, rng=Random()), Accept
+        )
+    finally:
+        matchers.DEFAULT_VERDICTS.clear()
+        matchers.DEFAULT_VERDICTS.update(kept)
+
+
+def _failed(error: Exception) -> Outcome:
+    return Outcome(attempt=1, elapsed=0.0, exception=error)
