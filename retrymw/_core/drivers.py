@@ -25,6 +25,7 @@ from .clock import Clock, async_waiter, sync_waiter
 from .events import CallStarted
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .policy import RetryPolicy
+from .reports import new_event
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
 from .runtime import for_target
@@ -157,7 +158,7 @@ class Engine:
             return started, NO_SCOPES, operation
         operation = operation or operation_name(fn)
         policy = self.policy
-        event = CallStarted(policy.name, operation, operation, policy.attempts, None)
+        event = new_event(CallStarted, (policy.name, operation, operation, policy.attempts, None))
         return started, Dispatch.enter(dispatch.fast_call_started, event), operation
 
     def abandon_plain(

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportedCall",
+    "new_event",
     "attempt_finished",
     "attempt_started",
     "call_finished",
@@ -56,11 +57,22 @@ class ReportedCall(Protocol):
     budget: RetryBudget | None
 
 
+#: Every event is built as a tuple of all its fields, without the NamedTuple's generated
+#: ``__new__`` (a Python frame; this saves about 0.2 µs an event, nine events a retried call).
+#: A new field must be added to every construction below (the counts are checked here).
+new_event = tuple.__new__
+assert [len(kind._fields) for kind in (CallStarted, AttemptStarted, AttemptFinished)] == [5, 6, 10]
+assert [len(kind._fields) for kind in (RetryScheduled, RetryDenied, CallFinished)] == [11, 8, 10]
+
+
 def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
     """Announce the call; the scopes the instruments return wrap the whole call."""
     policy = run.policy
     return Dispatch.enter(
-        hooks, CallStarted(policy.name, run.target, run.operation, policy.attempts, run.request)
+        hooks,
+        new_event(
+            CallStarted, (policy.name, run.target, run.operation, policy.attempts, run.request)
+        ),
     )
 
 
@@ -69,13 +81,16 @@ def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
     policy = run.policy
     return Dispatch.enter(
         hooks,
-        AttemptStarted(
-            policy.name,
-            run.target,
-            run.operation,
-            run.attempt,
-            policy.attempts,
-            run.request,
+        new_event(
+            AttemptStarted,
+            (
+                policy.name,
+                run.target,
+                run.operation,
+                run.attempt,
+                policy.attempts,
+                run.request,
+            ),
         ),
     )
 
@@ -95,17 +110,20 @@ def attempt_finished(
     )
     Dispatch.emit(
         hooks,
-        AttemptFinished(
-            run.policy.name,
-            run.target,
-            run.operation,
-            run.attempt,
-            attempt_outcome,
-            now - run.attempt_started_at,
-            None if attempt_outcome == "success" else error_type(outcome),
-            outcome.status,
-            error,
-            run.result,
+        new_event(
+            AttemptFinished,
+            (
+                run.policy.name,
+                run.target,
+                run.operation,
+                run.attempt,
+                attempt_outcome,
+                now - run.attempt_started_at,
+                None if attempt_outcome == "success" else error_type(outcome),
+                outcome.status,
+                error,
+                run.result,
+            ),
         ),
     )
 
@@ -117,18 +135,21 @@ def retry_scheduled(
     policy = run.policy
     return Dispatch.enter(
         hooks,
-        RetryScheduled(
-            policy.name,
-            run.target,
-            run.operation,
-            run.attempt,
-            policy.attempts,
-            delay,
-            error_type(outcome),
-            outcome.retry_after,
-            outcome.exception,
-            _budget_available(run),
-            outcome.retry_after_header,
+        new_event(
+            RetryScheduled,
+            (
+                policy.name,
+                run.target,
+                run.operation,
+                run.attempt,
+                policy.attempts,
+                delay,
+                error_type(outcome),
+                outcome.retry_after,
+                outcome.exception,
+                _budget_available(run),
+                outcome.retry_after_header,
+            ),
         ),
     )
 
@@ -140,15 +161,18 @@ def retry_denied(
     policy = run.policy
     Dispatch.emit(
         hooks,
-        RetryDenied(
-            policy.name,
-            run.target,
-            run.operation,
-            run.attempt,
-            policy.attempts,
-            reason,
-            error_type(outcome),
-            _budget_available(run),
+        new_event(
+            RetryDenied,
+            (
+                policy.name,
+                run.target,
+                run.operation,
+                run.attempt,
+                policy.attempts,
+                reason,
+                error_type(outcome),
+                _budget_available(run),
+            ),
         ),
     )
 
@@ -172,17 +196,20 @@ def call_finished(run: ReportedCall, hooks: tuple[Hook, ...], error: BaseExcepti
         budget_available = run.budget.available()
     Dispatch.emit(
         hooks,
-        CallFinished(
-            run.policy.name,
-            run.target,
-            run.operation,
-            run.outcome,
-            run.attempt,
-            now - run.started_at,
-            failure,
-            run.status,
-            error,
-            budget_available,
+        new_event(
+            CallFinished,
+            (
+                run.policy.name,
+                run.target,
+                run.operation,
+                run.outcome,
+                run.attempt,
+                now - run.started_at,
+                failure,
+                run.status,
+                error,
+                budget_available,
+            ),
         ),
     )
 

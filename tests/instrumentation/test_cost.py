@@ -440,3 +440,51 @@ async def test_otel_records_exactly_these_instruments(case: str, clock: FakeCloc
     assert sum(point.count for point in found["retrymw.call.duration"]) == calls
     assert sum(point.count for point in found.get("retrymw.attempt.duration", ())) == attempts
     provider.shutdown()
+
+
+async def test_otel_attribute_sets_are_right_past_the_kept_ones(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Metric attribute sets are built once per combination and shared by later records, up to
+    a bound; past it each record builds its own, and every point keeps its own attributes."""
+    from opentelemetry.sdk.metrics import MeterProvider, ObservableGauge
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+    from opentelemetry.sdk.metrics.view import DropAggregation, View
+
+    from retrymw.instrumentation._otel import instrument as otel_instrument
+
+    monkeypatch.setattr(otel_instrument, "_ATTRIBUTE_SETS_KEPT", 3)
+    reader = InMemoryMetricReader()
+    drop_fleet = View(instrument_type=ObservableGauge, aggregation=DropAggregation())
+    provider = MeterProvider(metric_readers=[reader], views=[drop_fleet])
+    instrument = OpenTelemetryInstrument(meter_provider=provider)
+    runner = retrier(clock, [instrument], budget=None)
+    for target in ("alpha", "beta", "alpha"):
+        fetch = _flaky(1)
+        fetch.__qualname__ = target
+        assert await runner.call(fetch) == "ok"
+    assert len(instrument._attribute_sets) == 3  # alpha's three sets; beta's built each time
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        (metric.name, tuple(sorted((point.attributes or {}).items()))): point.count
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name in ("retrymw.attempt.duration", "retrymw.call.duration")
+        for point in metric.data.data_points
+        if isinstance(point, HistogramDataPoint)
+    }
+
+    def key(metric: str, target: str, **extra: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        attributes = {names.ATTR_POLICY: POLICY, names.ATTR_TARGET: target, **extra}
+        return metric, tuple(sorted(attributes.items()))
+
+    retried = {names.ATTR_ATTEMPT_OUTCOME: "retried", names.ATTR_ERROR_TYPE: "ConnectionError"}
+    expected = {}
+    for target, calls in (("alpha", 2), ("beta", 1)):
+        expected[key("retrymw.attempt.duration", target, **retried)] = calls
+        success = {names.ATTR_ATTEMPT_OUTCOME: "success"}
+        expected[key("retrymw.attempt.duration", target, **success)] = calls
+        expected[key("retrymw.call.duration", target, **{names.ATTR_OUTCOME: "success"})] = calls
+    assert points == expected

@@ -62,6 +62,9 @@ try:  # The global proxy before a real provider is set: nobody listens yet.
 except ImportError:  # pragma: no cover - private path moved: record, the proxy is still cheap
     _IDLE_METER_PROVIDERS = (metrics.NoOpMeterProvider,)
 _IDLE_TRACER_PROVIDERS = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
+# Metric attribute sets kept for reuse: far more than the capped labels give in practice (a
+# policy's targets times outcomes and error types); past it they are built for each record.
+_ATTRIBUTE_SETS_KEPT = 4096
 
 try:
     _VERSION = version("retrymw")
@@ -149,6 +152,11 @@ class OpenTelemetryInstrument(Instrument):
         self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
+        # Metric attribute sets built once (`_attributes`), by (policy, target, key, value,
+        # error type).
+        self._attribute_sets: dict[
+            tuple[str, str, str | None, str | None, str | None], dict[str, str]
+        ] = {}
         # The global providers are asked for when needed: they may be set later.
         self._traces = _ProviderWatch(
             tracer_provider,
@@ -182,11 +190,34 @@ class OpenTelemetryInstrument(Instrument):
         self._idle_until = min(traces.idle_until, meters.idle_until)
         return listening
 
-    def _labels(self, policy: str, target: str) -> dict[str, str]:
-        """The metric attributes every per-call metric starts from (target capped)."""
+    def _attributes(
+        self,
+        policy: str,
+        target: str,
+        key: str | None = None,
+        value: str | None = None,
+        error_type: str | None = None,
+    ) -> dict[str, str]:
+        """A metric record's attributes: the policy, the target (capped), ``key`` set to
+        ``value`` if given, and ``error.type`` (capped) if given.
+
+        Built once per combination and shared by every record that has it (up to
+        `_ATTRIBUTE_SETS_KEPT` combinations): never changed once built, since an SDK may keep
+        what it was given (OpenTelemetry's copies it).
+        """
         if self._live.shared:  # a budget or throttle shared by the policy serves this target
             self._live.saw(policy, target)
-        return {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
+        combination = (policy, target, key, value, error_type)
+        attributes = self._attribute_sets.get(combination)
+        if attributes is None:
+            attributes = {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
+            if key is not None and value is not None:
+                attributes[key] = value
+            if error_type is not None:
+                attributes[names.ATTR_ERROR_TYPE] = self._error_type(error_type)
+            if len(self._attribute_sets) < _ATTRIBUTE_SETS_KEPT:
+                self._attribute_sets[combination] = attributes
+        return attributes
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -284,11 +315,15 @@ class OpenTelemetryInstrument(Instrument):
         """Record the attempt's duration (its count counts attempts), and its outcome on the
         attempt span."""
         if self._meters():
-            base = self._labels(event.policy, event.target)
-            base[names.ATTR_ATTEMPT_OUTCOME] = event.attempt_outcome
-            if event.error_type is not None:  # absent on success, as the semconv asks
-                base[names.ATTR_ERROR_TYPE] = self._error_type(event.error_type)
-            self._attempt_duration.record(event.duration, base, **self._no_exemplar)
+            # error.type is absent on success (None), as the semconv asks.
+            attributes = self._attributes(
+                event.policy,
+                event.target,
+                names.ATTR_ATTEMPT_OUTCOME,
+                event.attempt_outcome,
+                event.error_type,
+            )
+            self._attempt_duration.record(event.duration, attributes, **self._no_exemplar)
             http = self._http_attributes.get()
             if http is not None:
                 self._http_attributes.set(None)
@@ -312,14 +347,12 @@ class OpenTelemetryInstrument(Instrument):
         """What `attempt_finished` and `call_finished` write for a call that succeeded at its
         first attempt, on the fast path: inside the call span, which the engine then ends."""
         if self._meters():
-            attributes = self._labels(policy, target)
             if budget_available is not None:
-                self._budget.set(budget_available, attributes)
-            # The attempt's attributes in a dict of their own: the call's differ by one key.
-            attempt = {**attributes, names.ATTR_ATTEMPT_OUTCOME: "success"}
+                self._budget.set(budget_available, self._attributes(policy, target))
+            attempt = self._attributes(policy, target, names.ATTR_ATTEMPT_OUTCOME, "success")
             self._attempt_duration.record(duration, attempt, **self._no_exemplar)
-            attributes[names.ATTR_OUTCOME] = "success"
-            self._call_duration.record(duration, attributes)
+            call = self._attributes(policy, target, names.ATTR_OUTCOME, "success")
+            self._call_duration.record(duration, call)
         scope = self._call.get()
         if scope is None:
             return
@@ -330,7 +363,7 @@ class OpenTelemetryInstrument(Instrument):
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Record the backoff metrics and a ``retrymw.backoff`` event on the call span."""
         if self._meters():
-            attributes = self._labels(event.policy, event.target)
+            attributes = self._attributes(event.policy, event.target)
             self._backoff.record(event.delay, attributes, **self._no_exemplar)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
@@ -353,11 +386,13 @@ class OpenTelemetryInstrument(Instrument):
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denial and add ``retrymw.retry.denied`` to the call span."""
         if self._meters():
-            attributes = self._labels(event.policy, event.target)
             if event.budget_available is not None:
-                self._budget.set(event.budget_available, attributes)
-            attributes[names.ATTR_REASON] = event.reason
-            self._denied.add(1, attributes)
+                self._budget.set(
+                    event.budget_available, self._attributes(event.policy, event.target)
+                )
+            self._denied.add(
+                1, self._attributes(event.policy, event.target, names.ATTR_REASON, event.reason)
+            )
         span = self._call_span_now()
         if span is not None:
             span.add_event(
@@ -369,10 +404,13 @@ class OpenTelemetryInstrument(Instrument):
         """Record the call's duration (its count counts calls) and attempts, and its outcome
         and status on the call span."""
         if self._meters():
-            attributes = self._labels(event.policy, event.target)
             if event.budget_available is not None:
-                self._budget.set(event.budget_available, attributes)
-            attributes[names.ATTR_OUTCOME] = event.outcome
+                self._budget.set(
+                    event.budget_available, self._attributes(event.policy, event.target)
+                )
+            attributes = self._attributes(
+                event.policy, event.target, names.ATTR_OUTCOME, event.outcome
+            )
             self._call_duration.record(event.duration, attributes)
             if event.attempts != 1:  # one attempt is the rule: the call count less this count
                 self._call_attempts.record(event.attempts, attributes, **self._no_exemplar)
