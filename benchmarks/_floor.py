@@ -9,10 +9,11 @@ the least the contract can cost against 0.x's primitives.
 - success: the call span made current (3 attributes), the attempt duration (no exemplar), the
   call duration (its exemplar the call span), the outcome and attempt count set on the span;
 - fail, fail, ok: the same call span; the first attempt's span written when it is retried, from
-  its start, with its exception as type and message; the later attempts' spans made current;
-  each attempt's duration, each backoff's duration (no exemplar) and a ``retrymw.backoff``
-  event on the call span; ``sleep(0)`` twice; the call duration, the attempts per call (no
-  exemplar) and the call span's outcome;
+  its start, with its exception's type and message among its attributes; the later attempts'
+  spans made current, each starting with the wait before it (``retrymw.backoff.delay``); a
+  retried attempt's outcome, error type and exception set on its span as it ends; each
+  attempt's duration and each backoff's duration (no exemplar); ``sleep(0)`` twice; the call
+  duration, the attempts per call (no exemplar) and the call span's outcome;
 - httpx 200 (`OtelHttpFloor`, a transport around the send): the CLIENT span with the
   semantic-convention attributes (``url.full`` redacted) made current and injected into the
   request's headers, the attempt duration (no exemplar), ``http.client.request.duration`` (its
@@ -70,14 +71,11 @@ def otel_floor(failing: bool) -> Callable[[], Prepared]:
         operation = "flaky" if failing else "ok_async"
         monotonic = time.monotonic
 
-        def exception_event(span: Any, error: Exception) -> None:
-            span.add_event(
-                names.EVENT_EXCEPTION,
-                {
-                    names.ATTR_EXCEPTION_TYPE: type(error).__qualname__,
-                    names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
-                },
-            )
+        def described(error: Exception) -> dict[str, Any]:
+            return {
+                names.ATTR_EXCEPTION_TYPE: type(error).__qualname__,
+                names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
+            }
 
         async def floor() -> Any:
             started = monotonic()
@@ -99,7 +97,7 @@ def otel_floor(failing: bool) -> Callable[[], Prepared]:
                     attempt_span = tracer.start_span(
                         f"retrymw.attempt {operation}",
                         kind=SpanKind.INTERNAL,
-                        attributes={names.ATTR_ATTEMPT: attempt},
+                        attributes={names.ATTR_ATTEMPT: attempt, names.ATTR_BACKOFF_DELAY: 0.0},
                     )
                     attempt_token = otel_context.attach(trace.set_span_in_context(attempt_span))
                 attempt_started, attempt_ns = monotonic(), time.time_ns()
@@ -125,16 +123,16 @@ def otel_floor(failing: bool) -> Callable[[], Prepared]:
                             names.ATTR_ATTEMPT: attempt,
                             names.ATTR_ATTEMPT_OUTCOME: outcome,
                             names.ATTR_ERROR_TYPE: type(error).__qualname__,
+                            **described(error),
                         },
                         start_time=attempt_ns,
                     )
-                    exception_event(late, error)
                     late.set_status(error_status)
                     late.end()
                 if attempt_span is not None and attempt_token is not None:
                     ending: dict[str, Any] = {names.ATTR_ATTEMPT_OUTCOME: outcome}
                     if error is not None:
-                        exception_event(attempt_span, error)
+                        ending.update(described(error))
                         ending[names.ATTR_ERROR_TYPE] = type(error).__qualname__
                         attempt_span.set_status(error_status)
                     attempt_span.set_attributes(ending)
@@ -144,14 +142,6 @@ def otel_floor(failing: bool) -> Callable[[], Prepared]:
                     break
                 where = {names.ATTR_POLICY: POLICY, names.ATTR_TARGET: operation}
                 backoff.record(0.0, where, context=no_span)
-                span.add_event(
-                    names.EVENT_BACKOFF,
-                    {
-                        names.ATTR_BACKOFF_DELAY: 0.0,
-                        names.ATTR_ATTEMPT: attempt + 1,
-                        names.ATTR_ERROR_TYPE: type(error).__qualname__,
-                    },
-                )
                 await asyncio.sleep(0)
             labels = {
                 names.ATTR_POLICY: POLICY,

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,3 +73,58 @@ def test_quick_run_reports_every_group_and_library(tmp_path: Path) -> None:
     assert refreshed.endswith("<!-- benchmarks:end -->\nrest\n")
     assert "old" not in refreshed
     assert "| target | measured | goal | verdict |" in refreshed
+
+
+def test_the_failure_floor_emits_exactly_what_retrymw_emits(monkeypatch: Any) -> None:
+    """The replay-failure floor replays the OpenTelemetry primitives retrymw calls today: for
+    fail, fail, ok both write the same spans (names, kinds, attributes, events, statuses,
+    parents) and the same metric points, so ``retrymw / floor`` is the library's own cost."""
+    import asyncio
+
+    from benchmarks import _floor
+    from benchmarks._instruments import OtelSdk, otel_sdk
+    from benchmarks.cases_core import flaky_async, retrymw_retrier
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    made: list[OtelSdk] = []
+
+    def recorded_sdk() -> OtelSdk:
+        made.append(otel_sdk())
+        return made[-1]
+
+    monkeypatch.setattr(_floor, "otel_sdk", recorded_sdk)
+    floor = _floor.otel_floor(failing=True)()
+    ours = recorded_sdk()
+    instrument = OpenTelemetryInstrument(ours.tracer_provider, ours.meter_provider)
+    fn, _calls = flaky_async()
+    retrier = retrymw_retrier(budget="off", instruments=(instrument,))
+    assert floor.op is not None
+    asyncio.run(floor.op())
+    asyncio.run(retrier.call(fn))
+
+    def written(sdk: OtelSdk) -> tuple[list[Any], list[Any]]:
+        spans = list(sdk.exporter.get_finished_spans())
+        ids = {span.context.span_id: index for index, span in enumerate(spans)}
+        shapes = [
+            (
+                span.name,
+                span.kind,
+                dict(span.attributes or {}),
+                [(event.name, dict(event.attributes or {})) for event in span.events],
+                span.status.status_code,
+                None if span.parent is None else ids[span.parent.span_id],
+            )
+            for span in spans
+        ]
+        data = sdk.reader.get_metrics_data()
+        points = sorted(
+            (metric.name, sorted((point.attributes or {}).items()), point.count)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name != "retrymw.policy.info"  # read at collection, not per call
+            for point in metric.data.data_points
+        )
+        return shapes, points
+
+    assert written(made[0]) == written(ours)

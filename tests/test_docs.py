@@ -318,6 +318,9 @@ def _spans_table() -> str:
         names.ATTR_ERROR_TYPE,
     )
     attempt = (names.ATTR_ATTEMPT, names.ATTR_ATTEMPT_OUTCOME, names.ATTR_ERROR_TYPE)
+    # On an attempt span: the wait before it, and a retried exception.
+    waited = (names.ATTR_BACKOFF_DELAY, names.ATTR_RETRY_AFTER, names.ATTR_RETRY_AFTER_HEADER)
+    retried = (names.ATTR_EXCEPTION_TYPE, names.ATTR_EXCEPTION_MESSAGE)
     backoff = (
         names.ATTR_BACKOFF_DELAY,
         names.ATTR_ATTEMPT,
@@ -339,10 +342,13 @@ def _spans_table() -> str:
         f"{keys(call)}; at the end "
         f"{keys(call_end)} |",
         f"| the HTTP method (`GET`; `{names.SPAN_HTTP_OTHER}` for an unknown one) | CLIENT span, "
-        f"one per HTTP attempt | {keys(http)} |",
+        f"one per HTTP attempt | {keys(http)}; after a wait {keys(waited)}; if it raised and "
+        f"was retried {keys(retried)} (redacted) |",
         f"| `{names.SPAN_ATTEMPT}` | INTERNAL span, one per coroutine attempt of a call that "
-        f"was retried | {keys(attempt)} |",
-        f"| `{names.EVENT_BACKOFF}` | event on the call span, one per wait | {keys(backoff)} |",
+        f"was retried | {keys(attempt)}; after a wait {keys(waited)}; if it raised and was "
+        f"retried {keys(retried)} (redacted) |",
+        f"| `{names.EVENT_BACKOFF}` | event on the call span, only for a wait that no attempt "
+        f"followed (the call cancelled, or the next attempt refused) | {keys(backoff)} |",
         f"| `{names.EVENT_RETRY_DENIED}` | event on the call span | "
         f"{keys((names.ATTR_REASON, names.ATTR_ATTEMPT))} |",
         f"| `{names.EVENT_CIRCUIT_STATE_CHANGE}` | event on the current call span, if any | "
@@ -354,9 +360,9 @@ def _spans_table() -> str:
         details = (names.ATTR_EXCEPTION_TYPE, names.ATTR_EXCEPTION_MESSAGE)
         trace = names.ATTR_EXCEPTION_STACKTRACE
         rows.append(
-            f"| `{exception}` | event on an attempt span whose attempt raised (on the call span "
-            f"when the call made one attempt) | {keys(details)} (redacted); `{trace}` (redacted) "
-            "only for the exception that ends the call |"
+            f"| `{exception}` | event for the exception that ends the call, on the last attempt's "
+            f"span (on the call span when the call made one attempt) | {keys(details)}, "
+            f"`{trace}` (all redacted) |"
         )
     return "\n".join(rows)
 

@@ -162,10 +162,7 @@ class Scopes:
     def exit(self, error: BaseException | None = None) -> None:
         """Exit every scope; an instrument's failure here is isolated like any other."""
         exc_info: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
-        if error is None:
-            exc_info = (None, None, None)
-        else:
-            exc_info = (type(error), error, error.__traceback__)
+        exc_info = _NO_ERROR if error is None else (type(error), error, error.__traceback__)
         while self._entered:
             guard, scope = self._entered.pop()
             try:
@@ -177,6 +174,7 @@ class Scopes:
 
 
 NO_SCOPES = Scopes([])
+_NO_ERROR = (None, None, None)
 
 
 def _table(guards: list[_Guard], hook: str) -> tuple[Hook, ...]:
@@ -304,7 +302,7 @@ class Dispatch:
     @staticmethod
     def enter(hooks: tuple[Hook, ...], event: object) -> Scopes:
         """Deliver ``event`` and enter the context managers the hooks return."""
-        entered: list[tuple[_Guard, Scope]] = []
+        entered: list[tuple[_Guard, Scope]] | None = None
         for guard, method in hooks:
             if not guard.enabled:
                 continue
@@ -312,10 +310,13 @@ class Dispatch:
                 scope = method(event)
                 if scope is not None:
                     scope.__enter__()
-                    entered.append((guard, scope))
+                    if entered is None:
+                        entered = [(guard, scope)]
+                    else:
+                        entered.append((guard, scope))
             except Exception:
                 guard.fail(method.__name__)
-        return Scopes(entered) if entered else NO_SCOPES
+        return NO_SCOPES if entered is None else Scopes(entered)
 
     def attach(self, policy: str, target: str, subject: object) -> None:
         """Announce a live policy, breaker, budget or throttle to the instruments (never raises).

@@ -322,7 +322,7 @@ class Retrier(Engine):
                 raise
         # Outside the except block: the retries' exceptions must not carry the first one
         # as their __context__ ("During handling of the above exception...").
-        return await self.execute_async(
+        resumed = self.execute_async(
             bound_attempt(fn, args, kwargs),
             operation=operation or operation_name(fn),
             first_error=first,
@@ -330,6 +330,10 @@ class Retrier(Engine):
             started=started,
             plain_path=(dispatch, scopes),
         )
+        # The first error's traceback holds this frame: not holding the error here too leaves
+        # no reference cycle for the garbage collector to find after every retried call.
+        del first
+        return await resumed
 
     def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
         if self.policy.timeout is not None:
@@ -362,14 +366,17 @@ class Retrier(Engine):
             raise
         if first is not None:
             # Outside the except block, as in `_call_async`: no accidental chaining.
-            return self.execute_sync(
-                bound_attempt(fn, args, kwargs),
-                operation=operation or operation_name(fn),
-                first_error=first,
-                since=since,
-                started=started,
-                plain_path=(dispatch, scopes),
-            )
+            try:
+                return self.execute_sync(
+                    bound_attempt(fn, args, kwargs),
+                    operation=operation or operation_name(fn),
+                    first_error=first,
+                    since=since,
+                    started=started,
+                    plain_path=(dispatch, scopes),
+                )
+            finally:
+                first = None  # no reference cycle through this frame, as in `_call_async`
         if type(result) in SUSPECT_RESULTS:
             refusal = async_result_error(fn, result)
             if refusal is not None:

@@ -371,11 +371,14 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
                     call.report_success(plain, started)
                 return response
             first_result = response
+    resumed = call.retrier.execute_async(
+        attempt, **call.engine_arguments(first_error, first_result, since, started, plain, dispatch)
+    )
+    # The first error's traceback holds this frame: not holding the error here too leaves no
+    # reference cycle for the garbage collector after every retried request.
+    del first_error
     try:
-        result = await call.retrier.execute_async(
-            attempt,
-            **call.engine_arguments(first_error, first_result, since, started, plain, dispatch),
-        )
+        result = await resumed
     except Exception as error:
         call.raise_translated(error)
         raise
@@ -427,4 +430,5 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
         raise
     finally:
         request.extensions = extensions  # limit_sync_attempt sets each attempt's timeouts there
+        first_error = None  # no reference cycle through this frame, as in `_run_async`
     return call.checked(result)

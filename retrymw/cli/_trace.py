@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,11 +24,13 @@ from ._common import human_duration
 __all__ = ["CallTrace", "SummaryProcessor", "Tracing", "setup_tracing"]
 
 _OTLP_HINT = "pip install opentelemetry-exporter-otlp"
+#: How many recent spans a `SummaryProcessor` keeps for the call spans that link them.
+_RECENT = 256
 
 
 @dataclass(frozen=True, slots=True)
 class CallTrace:
-    """One finished call span with its attempt and backoff children, ready to print.
+    """One finished call span with its attempt children, ready to print.
 
     Attributes:
         trace_id: the trace id, 32 hex digits.
@@ -55,14 +58,18 @@ class CallTrace:
 
 
 class SummaryProcessor(SpanProcessor):
-    """Collects each call span's children and hands a `CallTrace` to ``sink`` when it ends.
+    """Collects each call span's attempts and hands a `CallTrace` to ``sink`` when it ends.
 
     Children end before their parent, so they wait in a buffer keyed by the parent's span id.
+    A retried HTTP call's first attempt is not its call span's child but linked from it (the
+    call span is made once that attempt is retried): the latest `_RECENT` spans that are not
+    call spans are kept by their own id for that.
     """
 
     def __init__(self, sink: Callable[[CallTrace], None]) -> None:
         self._sink = sink
         self._children: dict[int, list[ReadableSpan]] = {}
+        self._recent: OrderedDict[int, ReadableSpan] = OrderedDict()
         self._lock = threading.Lock()
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -74,15 +81,22 @@ class SummaryProcessor(SpanProcessor):
         if names.ATTR_POLICY in attributes:  # only call spans carry the policy
             with self._lock:
                 children = self._children.pop(context.span_id, [])
-            self._sink(_summarise(span, children))
-        elif span.parent is not None:
-            with self._lock:
+                linked = [self._recent.pop(link.context.span_id, None) for link in span.links]
+            attempts = [attempt for attempt in linked if attempt is not None]
+            self._sink(_summarise(span, attempts + children))
+            return
+        with self._lock:
+            if span.parent is not None:
                 self._children.setdefault(span.parent.span_id, []).append(span)
+            self._recent[context.span_id] = span
+            if len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
 
     def shutdown(self) -> None:
-        """Forget buffered children."""
+        """Forget buffered spans."""
         with self._lock:
             self._children.clear()
+            self._recent.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered for export: always flushed."""
@@ -95,29 +109,37 @@ def _seconds(span: ReadableSpan) -> float:
     return (span.end_time - span.start_time) / 1e9
 
 
+def _wait(values: Mapping[str, object]) -> str:
+    """A wait's step, from the attributes that tell it: the next attempt span's, or those of a
+    ``retrymw.backoff`` event when no attempt followed."""
+    delay = float(str(values.get(names.ATTR_BACKOFF_DELAY, 0.0)))
+    hint = " (Retry-After)" if names.ATTR_RETRY_AFTER in values else ""
+    return f"wait {human_duration(delay)}{hint}"
+
+
 def _summarise(call: ReadableSpan, children: list[ReadableSpan]) -> CallTrace:
     attributes = call.attributes or {}
     timed: list[tuple[int, str]] = []
     for child in children:
         values = child.attributes or {}
+        start = child.start_time or 0
+        if names.ATTR_BACKOFF_DELAY in values:  # the wait before this attempt, which ends there
+            timed.append((start, _wait(values)))
         result = values.get(names.ATTR_HTTP_STATUS_CODE) or values.get(names.ATTR_ERROR_TYPE)
         label = "ok" if result is None else str(result)
-        timed.append((child.start_time or 0, f"{label} {human_duration(_seconds(child))}"))
+        timed.append((start, f"{label} {human_duration(_seconds(child))}"))
     if not children and attributes.get(names.ATTR_ATTEMPT_COUNT) == 1:
         # A coroutine call that was not retried has no attempt span: the call was the attempt.
         result = None if attributes.get(names.ATTR_OUTCOME) == "success" else "error"
         label = "ok" if result is None else str(attributes.get(names.ATTR_ERROR_TYPE, result))
         timed.append((call.start_time or 0, f"{label} {human_duration(_seconds(call))}"))
     for event in call.events:
-        if event.name == names.EVENT_BACKOFF:  # waits are events on the call span
-            values = event.attributes or {}
-            delay = float(str(values.get(names.ATTR_BACKOFF_DELAY, 0.0)))
-            hint = " (Retry-After)" if names.ATTR_RETRY_AFTER in values else ""
-            timed.append((event.timestamp, f"wait {human_duration(delay)}{hint}"))
+        if event.name == names.EVENT_BACKOFF:  # a wait that no attempt followed
+            timed.append((event.timestamp, _wait(event.attributes or {})))
         elif event.name == names.EVENT_RETRY_DENIED:
             reason = (event.attributes or {}).get(names.ATTR_REASON, "?")
             timed.append((event.timestamp, f"retry denied: {reason}"))
-    timed.sort(key=lambda item: item[0])
+    timed.sort(key=lambda item: item[0])  # stable: a wait stays before its attempt
     if not timed and attributes.get(names.ATTR_OUTCOME) == "circuit_open":
         timed.append((0, "rejected by the open circuit"))
     operation = call.name.removeprefix(names.SPAN_CALL.format(operation=""))

@@ -14,12 +14,15 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
-from retrymw import CallFinished, CircuitBreaker, Retrier, RetryPolicy
+from retrymw import CallFinished, CircuitBreaker, Retrier, RetryBudget, RetryPolicy
 from retrymw._core.events import CallOutcome
 from retrymw.cli import build_parser, main
 from retrymw.cli._common import human_duration, percent, silence
@@ -27,8 +30,11 @@ from retrymw.cli._console import Console
 from retrymw.cli._demo import _script
 from retrymw.cli._demo_run import DemoRun
 from retrymw.cli._report import DemoStats, percentile, progress_line, summary
-from retrymw.cli._trace import CallTrace, _protocol, setup_tracing
+from retrymw.cli._trace import CallTrace, SummaryProcessor, _protocol, setup_tracing
 from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
+from retrymw.httpx import AsyncRetryTransport
+from retrymw.instrumentation import OpenTelemetryInstrument
+from retrymw.testing import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 60.0  # the longest any subprocess may take; the demo ones take ~5-10 s
@@ -289,6 +295,105 @@ def test_console_rate_limits_interesting_traces() -> None:
     assert stream.getvalue().splitlines()[0] == (
         "[   0.5s] trace abababab  GET ✓ · 2 attempts · 100ms  503 1ms → wait 50ms → 200 1ms"
     )
+
+
+def _summarised() -> tuple[OpenTelemetryInstrument, list[CallTrace]]:
+    """An instrument whose spans the demo's `SummaryProcessor` summarises into the list."""
+    traces: list[CallTrace] = []
+    provider = TracerProvider()
+    provider.add_span_processor(SummaryProcessor(traces.append))
+    return OpenTelemetryInstrument(tracer_provider=provider), traces
+
+
+def _steps(trace: CallTrace) -> list[str]:
+    """The trace's steps without the attempts' measured durations (a wait keeps its delay)."""
+    return [step if step.startswith("wait") else step.rsplit(" ", 1)[0] for step in trace.steps]
+
+
+def _failing(failures: int) -> Callable[[], Awaitable[str]]:
+    calls = 0
+
+    async def fetch() -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= failures:
+            raise ConnectionError(f"reset #{calls}")
+        return "ok"
+
+    return fetch
+
+
+class _GivesUp(FakeClock):
+    """A virtual clock whose caller gives up (cancels ``scope``) during its wait number ``at``."""
+
+    def __init__(self, scope: anyio.CancelScope, at: int) -> None:
+        super().__init__()
+        self._scope = scope
+        self._at = at
+
+    async def sleep(self, seconds: float) -> None:
+        if len(self.sleeps) + 1 == self._at:
+            self._scope.cancel()
+        await super().sleep(seconds)
+
+
+@pytest.mark.anyio
+async def test_trace_summary_puts_each_wait_before_the_attempt_that_followed_it(
+    clock: FakeClock,
+) -> None:
+    """A retried call's waits are read from ``retrymw.backoff.delay`` on the attempt span that
+    followed each one (no ``retrymw.backoff`` event is left on the call span)."""
+    instrument, traces = _summarised()
+    retrier = Retrier(
+        RetryPolicy(name="demo", attempts=3),
+        clock=clock,
+        instruments=[instrument],
+        budget=RetryBudget(clock=clock),
+    )
+    assert await retrier.call(_failing(2)) == "ok"
+    (trace,) = traces
+    assert (trace.operation, trace.outcome, trace.attempts) == ("fetch", "success", 3)
+    assert _steps(trace) == ["ConnectionError", "wait 1s", "ConnectionError", "wait 2s", "ok"]
+
+
+@pytest.mark.anyio
+async def test_trace_summary_shows_a_wait_that_no_attempt_followed() -> None:
+    """Cancelled during its second wait: that wait is the call span's ``retrymw.backoff`` event,
+    last; the first one still comes from the second attempt's span."""
+    instrument, traces = _summarised()
+    scope = anyio.CancelScope()
+    clock = _GivesUp(scope, at=2)
+    retrier = Retrier(
+        RetryPolicy(name="demo", attempts=5),
+        clock=clock,
+        instruments=[instrument],
+        budget=RetryBudget(clock=clock),
+    )
+    with scope:
+        await retrier.call(_failing(5))
+    assert scope.cancelled_caught
+    (trace,) = traces
+    assert (trace.outcome, trace.attempts) == ("cancelled", 2)
+    assert _steps(trace) == ["ConnectionError", "wait 1s", "ConnectionError", "wait 2s"]
+
+
+@pytest.mark.anyio
+async def test_trace_summary_marks_a_wait_the_server_asked_for(clock: FakeClock) -> None:
+    """An HTTP retry after ``Retry-After: 3``: the next CLIENT span's wait says so."""
+    instrument, traces = _summarised()
+    responses = [httpx.Response(503, headers={"Retry-After": "3"}), httpx.Response(200)]
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(lambda request: responses.pop(0)),
+        policy=RetryPolicy(name="demo", attempts=3),
+        instruments=[instrument],
+        clock=clock,
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get("http://api.test/a")).status_code == 200
+    (trace,) = traces
+    assert (trace.operation, trace.outcome, trace.attempts) == ("GET", "success", 2)
+    # The first attempt is linked from the call span (made once it was retried), not its child.
+    assert _steps(trace) == ["503", "wait 3s (Retry-After)", "200"]
 
 
 def test_console_redraws_the_progress_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

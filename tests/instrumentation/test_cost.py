@@ -6,9 +6,11 @@
 
 - a call that was not retried is one span (no attempt span), HTTP keeps its CLIENT span;
 - a retried call has a span per attempt (the first one written when it is retried);
-- backoff waits are ``retrymw.backoff`` events on the call span, never spans;
-- a retried exception is recorded as type and message; the one ending the call keeps its
-  (redacted) stack trace.
+- a backoff wait is told by the span of the attempt that follows it
+  (``retrymw.backoff.delay``), never a span; a wait that no attempt follows is a
+  ``retrymw.backoff`` event on the call span;
+- a retried exception is its attempt span's ``exception.type`` and ``exception.message``; only
+  the one ending the call is an ``exception`` event, with its (redacted) stack trace.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from unittest.mock import ANY
 
+import anyio
 import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -143,10 +146,12 @@ def test_a_function_call_has_the_same_spans_through_call_sync(
     assert (call.attributes or {})[names.ATTR_ATTEMPT_COUNT] == 1
 
 
-async def test_retried_call_has_attempt_spans_and_backoff_events(
+async def test_retried_call_has_attempt_spans_that_tell_the_waits(
     spans: Spans, clock: FakeClock
 ) -> None:
-    """Fail, fail, ok: three attempt spans (the first from its own start), waits as events."""
+    """Fail, fail, ok: three attempt spans (the first from its own start); each wait is on the
+    span of the attempt after it, each retried exception on its own attempt's span; no
+    events."""
     assert await retrier(clock, [spans.instrument]).call(_flaky(2)) == "ok"
     finished = spans.finished()
     assert [span.name for span in finished] == [
@@ -172,17 +177,17 @@ async def test_retried_call_has_attempt_spans_and_backoff_events(
     assert attempts[0].start_time is not None
     assert call.start_time <= attempts[0].start_time <= (attempts[0].end_time or 0)
     assert (attempts[0].end_time or 0) <= (attempts[1].start_time or 0)
-    waits = _events(call, names.EVENT_BACKOFF)
-    assert [wait[names.ATTR_ATTEMPT] for wait in waits] == [2, 3]
-    assert all(wait[names.ATTR_ERROR_TYPE] == "ConnectionError" for wait in waits)
-    assert all(isinstance(wait[names.ATTR_BACKOFF_DELAY], float) for wait in waits)
+    assert [span.events for span in finished] == [(), (), (), ()]  # told by attributes
+    waits = [(span.attributes or {}).get(names.ATTR_BACKOFF_DELAY) for span in attempts]
+    assert waits == [None, clock.sleeps[0], clock.sleeps[1]]
+    assert all(isinstance(wait, float) for wait in waits[1:])
     for attempt in attempts[:2]:
-        (exception,) = _events(attempt, names.EVENT_EXCEPTION)
-        assert exception[names.ATTR_EXCEPTION_TYPE] == "ConnectionError"
-        assert "refused by" in str(exception[names.ATTR_EXCEPTION_MESSAGE])
-        assert "hunter2" not in str(exception[names.ATTR_EXCEPTION_MESSAGE])  # still redacted
-        assert names.ATTR_EXCEPTION_STACKTRACE not in exception  # retried: no stack trace
-    assert _events(attempts[2], names.EVENT_EXCEPTION) == []
+        attributes = attempt.attributes or {}
+        assert attributes[names.ATTR_EXCEPTION_TYPE] == "ConnectionError"
+        assert "refused by" in str(attributes[names.ATTR_EXCEPTION_MESSAGE])
+        assert "hunter2" not in str(attributes[names.ATTR_EXCEPTION_MESSAGE])  # still redacted
+        assert names.ATTR_EXCEPTION_STACKTRACE not in attributes  # retried: no stack trace
+    assert names.ATTR_EXCEPTION_TYPE not in (attempts[2].attributes or {})
 
 
 async def test_exhausted_call_keeps_the_escaping_stack_trace(
@@ -193,18 +198,44 @@ async def test_exhausted_call_keeps_the_escaping_stack_trace(
         await retrier(clock, [spans.instrument]).call(_flaky(5))
     *attempts, call = spans.finished()
     assert len(attempts) == 3
-    traces = [
-        _events(span, names.EVENT_EXCEPTION)[0].get(names.ATTR_EXCEPTION_STACKTRACE)
-        for span in attempts
-    ]
-    assert traces[:2] == [None, None]
-    assert "fetch" in str(traces[2])
-    assert "hunter2" not in str(traces[2])
+    assert [_events(span, names.EVENT_EXCEPTION) for span in attempts[:2]] == [[], []]
+    (escaping,) = _events(attempts[2], names.EVENT_EXCEPTION)
+    assert escaping[names.ATTR_EXCEPTION_TYPE] == "ConnectionError"
+    assert "fetch" in str(escaping[names.ATTR_EXCEPTION_STACKTRACE])
+    assert "hunter2" not in str(escaping[names.ATTR_EXCEPTION_STACKTRACE])
     assert [(span.attributes or {})[names.ATTR_ATTEMPT_OUTCOME] for span in attempts][-1] == (
         "failed"
     )
     assert call.status.status_code is StatusCode.ERROR
-    assert len(_events(call, names.EVENT_BACKOFF)) == 2
+    assert _events(call, names.EVENT_BACKOFF) == []  # both waits are on attempts 2 and 3
+    assert [(span.attributes or {}).get(names.ATTR_BACKOFF_DELAY) for span in attempts][1:] == (
+        clock.sleeps
+    )
+
+
+async def test_a_wait_that_no_attempt_follows_is_an_event_on_the_call_span(
+    spans: Spans, clock: FakeClock
+) -> None:
+    """Cancelled during its first wait: no attempt span tells that wait, so the call span
+    carries it as a ``retrymw.backoff`` event, timed at the start of the wait."""
+    with anyio.CancelScope() as scope:
+
+        async def fetch() -> None:
+            scope.cancel()  # lands at the next checkpoint: the wait
+            raise ConnectionError("refused")
+
+        await retrier(clock, [spans.instrument]).call(fetch)
+    attempt, call = spans.finished()
+    assert (attempt.attributes or {})[names.ATTR_ATTEMPT_OUTCOME] == "retried"
+    assert (call.attributes or {})[names.ATTR_OUTCOME] == "cancelled"
+    (wait,) = _events(call, names.EVENT_BACKOFF)
+    assert wait == {
+        names.ATTR_BACKOFF_DELAY: clock.sleeps[0],
+        names.ATTR_ATTEMPT: 2,
+        names.ATTR_ERROR_TYPE: "ConnectionError",
+    }
+    (event,) = [event for event in call.events if event.name == names.EVENT_BACKOFF]
+    assert (attempt.end_time or 0) <= event.timestamp <= (call.end_time or 0)
 
 
 async def test_one_attempt_that_fails_is_recorded_on_the_call_span(
@@ -248,8 +279,9 @@ async def test_http_keeps_a_client_span_per_attempt(spans: Spans, clock: FakeClo
         ("GET", SpanKind.CLIENT),
         ("retrymw GET", SpanKind.INTERNAL),
     ]
-    (wait,) = _events(finished[-1], names.EVENT_BACKOFF)
-    assert wait[names.ATTR_ERROR_TYPE] == "503"
+    assert _events(finished[-1], names.EVENT_BACKOFF) == []
+    assert (finished[0].attributes or {})[names.ATTR_ERROR_TYPE] == "503"
+    assert (finished[1].attributes or {})[names.ATTR_BACKOFF_DELAY] == clock.sleeps[0]
 
 
 async def test_exemplars_follow_the_current_span(clock: FakeClock) -> None:

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -21,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from retrymw import AdaptiveThrottle, CircuitBreaker
+from retrymw import AdaptiveThrottle, CircuitBreaker, Retrier, RetryPolicy
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -313,6 +314,14 @@ async def test_every_span_name_and_attribute_comes_from_names(clock: FakeClock) 
         (scenario,) = param.values
         await run_scenario(str(scenario), clock, [instrument])
         await run_http_scenario(str(scenario), clock, [instrument])
+    # A wait that no attempt follows (cancelled during it) is the one told by an event.
+    with anyio.CancelScope() as cancelled:
+
+        async def fetch() -> None:
+            cancelled.cancel()
+            raise ConnectionError("refused")
+
+        await Retrier(RetryPolicy(), clock=clock, instruments=[instrument]).call(fetch)
     declared = {v for k, v in vars(names).items() if k.startswith("ATTR_")}
     events = {
         names.EVENT_RETRY_DENIED,

@@ -123,9 +123,11 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
     """The span tree DESIGN §6 prescribes for a scenario, in the order the spans end.
 
     Telemetry costs what it emits (docs/telemetry.md): a coroutine call that was not retried is
-    its call span alone (a raised exception is recorded there); backoff waits are
-    ``retrymw.backoff`` events on the call span (``error.type`` is not a ``retrymw.*`` key, so
-    `tree` leaves it out). An HTTP call that made one attempt and had nothing denied is its
+    its call span alone (a raised exception is recorded there); a backoff wait is told by the
+    ``retrymw.backoff.delay`` of the attempt span that follows it; a retried exception is the
+    ``exception.type`` and ``exception.message`` of its attempt span, and only the exception
+    that ends the call is an ``exception`` event. An HTTP call that made one attempt and had
+    nothing denied is its
     CLIENT span alone; otherwise its call span starts after the first CLIENT span (linked, not
     its parent: see `test_a_retried_http_call_links_its_first_attempt`) and parents the others.
     """
@@ -145,6 +147,8 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
         }
         if failed:
             attributes["error.type"] = error
+        if number > 1:  # the wait before this attempt
+            attributes["retrymw.backoff.delay"] = delays[number - 2]
         status = ERROR if failed else UNSET
         if http:
             attributes.update(
@@ -163,13 +167,15 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
             parent = root if number > 1 else None  # the first one started before the call span
             nodes.append((operation, CLIENT, parent, attributes, status, []))
         elif attempt_spans:
-            raised: list[tuple[str, dict[str, Any]]] = [("exception", {})] if failed else []
+            raised: list[tuple[str, dict[str, Any]]] = []
+            if attempt_outcome == "retried":
+                attributes["exception.type"] = "ConnectionError"
+                attributes["exception.message"] = f"reset #{number}"
+            elif failed:
+                raised.append(("exception", {}))  # it ends the call: an event, stack trace and all
             nodes.append(
                 (f"retrymw.attempt {operation}", INTERNAL, root, attributes, status, raised)
             )
-        if number <= len(delays):
-            backoff = {"retrymw.backoff.delay": delays[number - 1], "retrymw.attempt": number + 1}
-            call_events.append(("retrymw.backoff", backoff))
     call: dict[str, Any] = {
         "retrymw.policy": POLICY,
         "retrymw.target": target,
@@ -293,11 +299,12 @@ async def test_each_attempt_injects_its_own_traceparent(otel: Telemetry, clock: 
         pytest.param("retry-after-ms", "2000", id="retry-after-ms"),
     ],
 )
-async def test_honoured_retry_after_is_on_the_backoff_span(
+async def test_honoured_retry_after_is_on_the_next_attempt_span(
     otel: Telemetry, clock: FakeClock, header: str, value: str
 ) -> None:
-    """A server hint the transport honours shows on the backoff event with the header that gave
-    it (lower case), as do the delay and cause."""
+    """A server hint the transport honours shows, with the header that gave it (lower case)
+    and the wait, on the CLIENT span of the attempt that followed the wait; the cause is the
+    previous attempt's error.type. No event tells a wait that an attempt followed."""
     statuses = iter([503, 200])
 
     def upstream(request: httpx.Request) -> httpx.Response:
@@ -313,14 +320,20 @@ async def test_honoured_retry_after_is_on_the_backoff_span(
     )
     async with httpx.AsyncClient(transport=transport) as client:
         assert (await client.get(HTTP_URL)).status_code == 200
-    (backoff,) = [e for span in otel.spans() for e in span.events if e.name == "retrymw.backoff"]
-    assert dict(backoff.attributes or {}) == {
+    assert [e for span in otel.spans() for e in span.events if e.name == "retrymw.backoff"] == []
+    first, second = [dict(span.attributes or {}) for span in otel.spans() if span.kind == CLIENT]
+    assert first["error.type"] == "503"
+    assert "retrymw.backoff.delay" not in first
+    waited = {key: second.get(key) for key in ("retrymw.attempt", *_WAIT_KEYS)}
+    assert waited == {
+        "retrymw.attempt": 2,
         "retrymw.backoff.delay": 2.0,
         "retrymw.retry_after": 2.0,
         "retrymw.retry_after.header": header.lower(),
-        "retrymw.attempt": 2,
-        "error.type": "503",
     }
+
+
+_WAIT_KEYS = ("retrymw.backoff.delay", "retrymw.retry_after", "retrymw.retry_after.header")
 
 
 async def test_unknown_methods_follow_the_semconv(otel: Telemetry, clock: FakeClock) -> None:
@@ -354,8 +367,13 @@ def test_sync_transport_gets_the_same_spans(otel: Telemetry, clock: FakeClock) -
         assert client.get(HTTP_URL).status_code == 200
     names_kinds = [(span.name, span.kind) for span in otel.spans()]
     assert names_kinds == [("GET", CLIENT), ("GET", CLIENT), ("retrymw GET", INTERNAL)]
-    assert [event.name for event in otel.spans()[-1].events] == ["retrymw.backoff"]
+    assert [event.name for event in otel.spans()[-1].events] == []
     attempts = [span for span in otel.spans() if span.kind == CLIENT]
+    # The wait before the second attempt is on that attempt's span.
+    assert [(span.attributes or {}).get("retrymw.backoff.delay") for span in attempts] == [
+        None,
+        1.0,
+    ]
     assert [h["traceparent"].split("-")[2] for h in upstream.headers] == [
         f"{span.context.span_id:016x}" for span in attempts
     ]

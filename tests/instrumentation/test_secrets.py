@@ -134,21 +134,21 @@ async def test_raise_for_status_secrets_stay_out_of_logs_spans_and_notes(
     assert len(retries) == 2
     assert all("REDACTED:REDACTED@127.0.0.1" in line for line in retries)
     assert all("token=REDACTED&page=2" in line for line in retries)
-    events = [
-        event
+    # Retried exceptions are type and message on their attempt spans; the one that ends the
+    # call is an event that keeps its stack trace.
+    attempts = [
+        span
         for span in seen.exporter.get_finished_spans()
-        for event in span.events
-        if event.name == "exception"
+        if span.name.startswith("retrymw.attempt")
     ]
-    assert len(events) == 3
-    for event in events:
-        attributes = dict(event.attributes or {})
+    described = [dict(span.attributes or {}) for span in attempts[:2]]
+    (event,) = [event for span in attempts for event in span.events if event.name == "exception"]
+    described.append(dict(event.attributes or {}))
+    for attributes in described:
         assert attributes["exception.type"] == "httpx.HTTPStatusError"
         assert "token=REDACTED&page=2" in str(attributes["exception.message"])
-    # Retried exceptions are type and message; the one that ends the call keeps its stack trace.
-    traces = [dict(e.attributes or {}).get("exception.stacktrace") for e in events]
-    assert traces[:2] == [None, None]
-    assert "fetch" in str(traces[2])
+    assert [attributes.get("exception.stacktrace") for attributes in described[:2]] == [None, None]
+    assert "fetch" in str(described[2]["exception.stacktrace"])
 
 
 def test_sync_call_keeps_secrets_out_too(server: FlakyServer, seen: Seen, clock: FakeClock) -> None:
@@ -166,7 +166,7 @@ def test_sync_call_keeps_secrets_out_too(server: FlakyServer, seen: Seen, clock:
     assert server.served(script) == 3
     _assert_nothing_secret(seen.text())
     _assert_nothing_secret("\n".join(getattr(raised.value, "__notes__", [])))
-    assert len(seen.exporter.get_finished_spans()) == 4  # call, 3 attempts (waits are events)
+    assert len(seen.exporter.get_finished_spans()) == 4  # call, 3 attempts (they tell the waits)
 
 
 def test_budget_exhausted_message_is_redacted(

@@ -9,7 +9,14 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from ..._core.events import AttemptFinished
 from .. import _names as names
-from .support import _ERROR, ATTEMPT_SPAN_PREFIX, _protocol_version, _record_exception, _Scope
+from .support import (
+    _ERROR,
+    ATTEMPT_SPAN_PREFIX,
+    _exception_attributes,
+    _protocol_version,
+    _record_exception,
+    _Scope,
+)
 
 __all__ = ["end_attempt_span", "first_attempt_finished", "semconv_attributes"]
 
@@ -58,7 +65,10 @@ def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
     else:
         error_type = None if event.attempt_outcome == "success" else event.error_type
     if isinstance(event.exception, Exception):
-        _record_exception(span, event.exception, event.attempt_outcome != "retried")
+        if event.attempt_outcome == "retried":
+            attributes.update(_exception_attributes(event.exception))
+        else:  # the exception that ends the call: an event, with its stack trace
+            _record_exception(span, event.exception)
     if error_type is not None:
         attributes[names.ATTR_ERROR_TYPE] = error_type
         span.set_status(_ERROR)
@@ -86,13 +96,13 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
     }
     if event.error_type is not None:
         attributes[names.ATTR_ERROR_TYPE] = event.error_type
+    if isinstance(error, Exception):
+        attributes.update(_exception_attributes(error))
     span = tracer.start_span(
         ATTEMPT_SPAN_PREFIX + event.operation,
         kind=SpanKind.INTERNAL,
         attributes=attributes,
         start_time=started,
     )
-    if isinstance(error, Exception):
-        _record_exception(span, error, stacktrace=False)
     span.set_status(_ERROR)
     span.end()

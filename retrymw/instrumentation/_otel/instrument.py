@@ -50,6 +50,8 @@ from .support import (
     _protocol_version,
     _ProviderWatch,
     _Scope,
+    _wait_attributes,
+    _wait_event,
     _without_exemplar,
 )
 
@@ -168,10 +170,10 @@ class OpenTelemetryInstrument(Instrument):
             meter_provider, metrics.get_meter_provider, _IDLE_METER_PROVIDERS
         )
         self._idle_until = float("-inf")  # the earlier of the two: one comparison per call
-        # This instrument's current call and attempt scopes (not whatever span is current:
-        # another instrument may have made its own span current inside ours).
+        # This instrument's current call scope (not whatever span is current: another
+        # instrument may have made its own span current inside ours); it holds the scope of
+        # its current attempt.
         self._call: ContextVar[_Scope | None] = ContextVar("retrymw_otel_call", default=None)
-        self._attempt: ContextVar[_Scope | None] = ContextVar("retrymw_otel_attempt", default=None)
 
     # -- is anybody listening? ---------------------------------------------------------------
 
@@ -272,7 +274,7 @@ class OpenTelemetryInstrument(Instrument):
 
     def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
         """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
-        request = _http_request(event.request)
+        request = None if event.request is None else _http_request(event.request)
         semconv = None
         if request is not None:
             semconv = _http_attributes(request)  # the span's and the duration's, built once
@@ -287,14 +289,22 @@ class OpenTelemetryInstrument(Instrument):
                 # only if it is retried (started then at this time), see `attempt_finished`.
                 call.first_attempt_at = time.time_ns()
                 return None
+            attributes: dict[str, Any] = {names.ATTR_ATTEMPT: event.attempt}
+            if call.pending_wait is not None:
+                _wait_attributes(call.pending_wait[0], attributes)
+                call.pending_wait = None
             span = self._tracer.start_span(
                 ATTEMPT_SPAN_PREFIX + event.operation,
                 kind=SpanKind.INTERNAL,
-                attributes={names.ATTR_ATTEMPT: event.attempt},
+                attributes=attributes,
             )
-            return _Scope(span, trace.set_span_in_context(span), self._attempt)
+            call.attempt = _Scope(span, trace.set_span_in_context(span))
+            return call.attempt
         assert semconv is not None  # a request has them
         name, span_attributes = _client_span(request, event.attempt, semconv)
+        if call.pending_wait is not None:
+            _wait_attributes(call.pending_wait[0], span_attributes)
+            call.pending_wait = None
         parent = call.attempt_parent() if isinstance(call, _HttpCall) else None
         span = self._tracer.start_span(
             name, context=parent, kind=SpanKind.CLIENT, attributes=span_attributes
@@ -309,7 +319,8 @@ class OpenTelemetryInstrument(Instrument):
         # Per attempt, overwriting the previous attempt's header: the server's parent is the
         # attempt span, so each resend is its own child in the trace.
         propagate.inject(request.headers, context=context)
-        return _Scope(span, context, self._attempt, http=True)
+        call.attempt = _Scope(span, context, http=True)
+        return call.attempt
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
         """Record the attempt's duration (its count counts attempts), and its outcome on the
@@ -337,9 +348,10 @@ class OpenTelemetryInstrument(Instrument):
             return
         if isinstance(call, _HttpCall) and event.attempt_outcome == "retried":
             call.span_now()  # a retry follows: the call span holds the attempts from here on
-        scope = self._attempt.get()
-        if scope is not None and scope.span.is_recording():
-            end_attempt_span(scope, event)
+        if call is not None and call.attempt is not None:
+            scope, call.attempt = call.attempt, None
+            if scope.span.is_recording():
+                end_attempt_span(scope, event)
 
     def first_attempt_succeeded(
         self, policy: str, target: str, duration: float, budget_available: float | None, /
@@ -361,27 +373,21 @@ class OpenTelemetryInstrument(Instrument):
             scope.span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: 1})
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
-        """Record the backoff metrics and a ``retrymw.backoff`` event on the call span."""
+        """Record the backoff metrics; the next attempt's span tells the wait.
+
+        Neither a span per sleep nor an event: the next attempt's span carries
+        ``retrymw.backoff.delay`` (and the server's hint), and starts where the wait ends. A
+        wait that no attempt follows (the call cancelled meanwhile, or refused by the breaker
+        or throttle) is a ``retrymw.backoff`` event on the call span when the call ends.
+        """
         if self._meters():
             attributes = self._attributes(event.policy, event.target)
             self._backoff.record(event.delay, attributes, **self._no_exemplar)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
-        span = self._call_span_now()
-        if span is None:
-            return
-        span_attributes: dict[str, Any] = {
-            names.ATTR_BACKOFF_DELAY: event.delay,
-            names.ATTR_ATTEMPT: event.attempt + 1,
-            names.ATTR_ERROR_TYPE: event.error_type,
-        }
-        if event.retry_after is not None:
-            span_attributes[names.ATTR_RETRY_AFTER] = event.retry_after
-            if event.retry_after_header is not None:
-                span_attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
-        # An event at the start of the wait, not a span per sleep: the next attempt's span
-        # starts where the wait ends.
-        span.add_event(names.EVENT_BACKOFF, span_attributes)
+        scope = self._call.get()
+        if scope is not None:
+            scope.pending_wait = (event, time.time_ns())  # when the wait began
 
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denial and add ``retrymw.retry.denied`` to the call span."""
@@ -420,6 +426,9 @@ class OpenTelemetryInstrument(Instrument):
         if scope is None or not scope.span.is_recording():
             return
         span = scope.span
+        if scope.pending_wait is not None:  # no attempt followed this wait: the call span tells it
+            _wait_event(span, *scope.pending_wait)
+            scope.pending_wait = None
         ending: dict[str, Any] = {
             names.ATTR_OUTCOME: event.outcome,
             names.ATTR_ATTEMPT_COUNT: event.attempts,

@@ -29,6 +29,7 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
+from ..._core.events import RetryScheduled
 from ..._core.redact import exception_text, redact_text, redact_url
 from .. import _names as names
 from .._fleet_live import fleet_readings
@@ -150,13 +151,23 @@ def _protocol_version(response: object) -> str | None:
 
 
 class _Scope:
-    """Ends a span when the engine leaves its block (call, attempt, sleep).
+    """Ends a span when the engine leaves its block (a call or an attempt).
 
     With a ``context`` the span is also made current for the block, and with a ``var`` the scope
-    is this instrument's current call or attempt while the block runs.
+    is this instrument's current call while the block runs; a call scope holds its attempt's.
     """
 
-    __slots__ = ("_context", "_token", "_var", "_var_token", "first_attempt_at", "http", "span")
+    __slots__ = (
+        "_context",
+        "_token",
+        "_var",
+        "_var_token",
+        "attempt",
+        "first_attempt_at",
+        "http",
+        "pending_wait",
+        "span",
+    )
 
     def __init__(
         self,
@@ -169,6 +180,11 @@ class _Scope:
         self.http = http
         # A call scope: when its first attempt started (ns), while that attempt has no span.
         self.first_attempt_at: int | None = None
+        # A call scope: the scope of its attempt under way, if that attempt has a span.
+        self.attempt: _Scope | None = None
+        # A call scope: the wait announced last and when it began (ns), until the next
+        # attempt's span tells it.
+        self.pending_wait: tuple[RetryScheduled, int] | None = None
         self._context = context
         self._var = var
 
@@ -229,15 +245,11 @@ class _HttpCall(_Scope):
         return set_span_in_context(self.span, self.parent)
 
 
-def _record_exception(span: Span, error: BaseException, stacktrace: bool = True) -> None:
-    """``span.record_exception(error)``, with its message and stack trace redacted.
+def _exception_attributes(error: BaseException) -> dict[str, Any]:
+    """The semantic conventions' ``exception.type`` and (redacted) ``exception.message``.
 
-    The SDK's own version writes ``str(error)`` and the formatted traceback as they are: for
-    httpx's status errors that is the URL with its credentials and query, and an exception whose
-    ``__str__`` raises would make it raise (and disable this instrument). The attributes are the
-    semantic conventions' ``exception.*``. Without ``stacktrace`` (a retried exception: the
-    call went on) only the type and message are written: formatting a traceback cost more than
-    the attempt span it went on.
+    A retried exception is written as these attributes of its attempt's span (the call went
+    on: an event, and a formatted traceback above all, cost more than the attempt span).
     """
     try:
         kind = type(error)
@@ -247,20 +259,48 @@ def _record_exception(span: Span, error: BaseException, stacktrace: bool = True)
             if module and module != "builtins"
             else kind.__qualname__
         )
-    except Exception:  # a hostile metaclass: the event still goes out
+    except Exception:  # a hostile metaclass: the description still goes out
         name = "Exception"
-    attributes = {
-        names.ATTR_EXCEPTION_TYPE: name,
-        names.ATTR_EXCEPTION_MESSAGE: exception_text(error),
-    }
-    if stacktrace:
-        try:
-            # The traceback module formats a failing __str__ as "<exception str() failed>".
-            text = "".join(traceback.format_exception(error))
-        except Exception:  # pragma: no cover - defensive: the message and type still go out
-            text = ""
-        attributes[names.ATTR_EXCEPTION_STACKTRACE] = redact_text(text)
+    return {names.ATTR_EXCEPTION_TYPE: name, names.ATTR_EXCEPTION_MESSAGE: exception_text(error)}
+
+
+def _record_exception(span: Span, error: BaseException) -> None:
+    """``span.record_exception(error)`` for an exception that ends a call, with its message and
+    stack trace redacted.
+
+    The SDK's own version writes ``str(error)`` and the formatted traceback as they are: for
+    httpx's status errors that is the URL with its credentials and query, and an exception whose
+    ``__str__`` raises would make it raise (and disable this instrument).
+    """
+    attributes = _exception_attributes(error)
+    try:
+        # The traceback module formats a failing __str__ as "<exception str() failed>".
+        text = "".join(traceback.format_exception(error))
+    except Exception:  # pragma: no cover - defensive: the message and type still go out
+        text = ""
+    attributes[names.ATTR_EXCEPTION_STACKTRACE] = redact_text(text)
     span.add_event(names.EVENT_EXCEPTION, attributes)
+
+
+def _wait_event(span: Span, wait: RetryScheduled, began: int) -> None:
+    """A ``retrymw.backoff`` event on the call ``span`` for a ``wait`` that began at ``began``
+    (ns) and that no attempt followed, so that no attempt span tells it."""
+    attributes: dict[str, Any] = {
+        names.ATTR_ATTEMPT: wait.attempt + 1,
+        names.ATTR_ERROR_TYPE: wait.error_type,
+    }
+    span.add_event(names.EVENT_BACKOFF, _wait_attributes(wait, attributes), began)
+
+
+def _wait_attributes(event: RetryScheduled, attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` completed with what the wait ``event`` announced: its delay, and the
+    server's hint and the header that gave it, if any."""
+    attributes[names.ATTR_BACKOFF_DELAY] = event.delay
+    if event.retry_after is not None:
+        attributes[names.ATTR_RETRY_AFTER] = event.retry_after
+        if event.retry_after_header is not None:
+            attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
+    return attributes
 
 
 def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
