@@ -483,9 +483,9 @@ async def test_otel_attribute_sets_are_right_past_the_kept_ones(
     from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
     from opentelemetry.sdk.metrics.view import DropAggregation, View
 
-    from retrymw.instrumentation._otel import instrument as otel_instrument
+    from retrymw.instrumentation._otel import meters
 
-    monkeypatch.setattr(otel_instrument, "_ATTRIBUTE_SETS_KEPT", 3)
+    monkeypatch.setattr(meters, "_ATTRIBUTE_SETS_KEPT", 3)
     reader = InMemoryMetricReader()
     drop_fleet = View(instrument_type=ObservableGauge, aggregation=DropAggregation())
     provider = MeterProvider(metric_readers=[reader], views=[drop_fleet])
@@ -495,7 +495,7 @@ async def test_otel_attribute_sets_are_right_past_the_kept_ones(
         fetch = _flaky(1)
         fetch.__qualname__ = target
         assert await runner.call(fetch) == "ok"
-    assert len(instrument._attribute_sets) == 3  # alpha's three sets; beta's built each time
+    assert len(instrument._attributes) == 3  # alpha's three sets; beta's built each time
     data = reader.get_metrics_data()
     assert data is not None
     points = {

@@ -36,23 +36,20 @@ from ..._core.instruments import Instrument
 from .. import _names as names
 from .attempts import end_attempt_span, first_attempt_finished, semconv_attributes
 from .live import live_gauges
+from .meters import _args, _AttributeSets, _histogram, _observe_fleet, _without_exemplar
 from .support import (
     _ERROR,
     ATTEMPT_SPAN_PREFIX,
     CALL_SPAN_PREFIX,
-    _args,
     _client_span,
-    _histogram,
     _http_attributes,
     _http_request,
     _HttpCall,
-    _observe_fleet,
     _protocol_version,
     _ProviderWatch,
     _Scope,
     _wait_attributes,
     _wait_event,
-    _without_exemplar,
 )
 
 __all__ = ["OpenTelemetryInstrument"]
@@ -64,9 +61,6 @@ try:  # The global proxy before a real provider is set: nobody listens yet.
 except ImportError:  # pragma: no cover - private path moved: record, the proxy is still cheap
     _IDLE_METER_PROVIDERS = (metrics.NoOpMeterProvider,)
 _IDLE_TRACER_PROVIDERS = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
-# Metric attribute sets kept for reuse: far more than the capped labels give in practice (a
-# policy's targets times outcomes and error types); past it they are built for each record.
-_ATTRIBUTE_SETS_KEPT = 4096
 
 try:
     _VERSION = version("retrymw")
@@ -154,11 +148,7 @@ class OpenTelemetryInstrument(Instrument):
         self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
-        # Metric attribute sets built once (`_attributes`), by (policy, target, key, value,
-        # error type).
-        self._attribute_sets: dict[
-            tuple[str, str, str | None, str | None, str | None], dict[str, str]
-        ] = {}
+        self._attributes = _AttributeSets(self._live, self._target, self._error_type)
         # The global providers are asked for when needed: they may be set later.
         self._traces = _ProviderWatch(
             tracer_provider,
@@ -191,35 +181,6 @@ class OpenTelemetryInstrument(Instrument):
         listening = traces() or meters()
         self._idle_until = min(traces.idle_until, meters.idle_until)
         return listening
-
-    def _attributes(
-        self,
-        policy: str,
-        target: str,
-        key: str | None = None,
-        value: str | None = None,
-        error_type: str | None = None,
-    ) -> dict[str, str]:
-        """A metric record's attributes: the policy, the target (capped), ``key`` set to
-        ``value`` if given, and ``error.type`` (capped) if given.
-
-        Built once per combination and shared by every record that has it (up to
-        `_ATTRIBUTE_SETS_KEPT` combinations): never changed once built, since an SDK may keep
-        what it was given (OpenTelemetry's copies it).
-        """
-        if self._live.shared:  # a budget or throttle shared by the policy serves this target
-            self._live.saw(policy, target)
-        combination = (policy, target, key, value, error_type)
-        attributes = self._attribute_sets.get(combination)
-        if attributes is None:
-            attributes = {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
-            if key is not None and value is not None:
-                attributes[key] = value
-            if error_type is not None:
-                attributes[names.ATTR_ERROR_TYPE] = self._error_type(error_type)
-            if len(self._attribute_sets) < _ATTRIBUTE_SETS_KEPT:
-                self._attribute_sets[combination] = attributes
-        return attributes
 
     # -- hooks ------------------------------------------------------------------------------
 

@@ -1,13 +1,12 @@
-"""What `OpenTelemetryInstrument` builds on: span scopes, redacted exception events, the HTTP
-semantic conventions' method and port tables, and the metric constructors.
+"""What `OpenTelemetryInstrument`'s spans are built on: span scopes, redacted exceptions, waits,
+the HTTP semantic conventions' method and port tables, and the providers' watch (its metrics
+are built on `_otel.meters`).
 
 Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import sys
 import time
@@ -17,7 +16,6 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics
 from opentelemetry.context import Context
 from opentelemetry.trace import (
     INVALID_SPAN,
@@ -32,7 +30,6 @@ from opentelemetry.trace import (
 from ..._core.events import RetryScheduled
 from ..._core.redact import exception_text, redact_text, redact_url
 from .. import _names as names
-from .._fleet_live import fleet_readings
 
 __all__: list[str] = []  # private helpers of `_otel.instrument`
 
@@ -301,57 +298,3 @@ def _wait_attributes(event: RetryScheduled, attributes: dict[str, Any]) -> dict[
         if event.retry_after_header is not None:
             attributes[names.ATTR_RETRY_AFTER_HEADER] = event.retry_after_header
     return attributes
-
-
-def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
-    return spec.otel, spec.unit, spec.description
-
-
-def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
-    return meter.create_histogram(
-        *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
-    )
-
-
-def _without_exemplar(histogram: metrics.Histogram) -> dict[str, Any]:
-    """Keyword arguments for ``histogram.record`` that keep the SDK from taking an exemplar.
-
-    A context whose span is the invalid one gives the SDK's (default) trace-based exemplar
-    filter nothing sampled. Not an empty context: the SDK reads ``context or get_current()``.
-    Empty (the current context applies) on an older API whose ``record`` takes no ``context``.
-    """
-    try:
-        takes_context = "context" in inspect.signature(histogram.record).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a C-level record has no signature
-        takes_context = False
-    return {"context": set_span_in_context(INVALID_SPAN, Context())} if takes_context else {}
-
-
-def _observe_fleet(meter: metrics.Meter) -> None:
-    """Observable instruments for the fleet's health (`names.FLEET_METRICS`).
-
-    Read at each collection from the process's open `RedisFleet`s, as `PrometheusInstrument`
-    reads them at scrape time: one series per namespace while a fleet of it is open, none
-    otherwise. The readings are the process's, not the instrument's, so a second instrument
-    on the same meter adds nothing (the SDK hands it the first one's instruments).
-    """
-    for column, spec in enumerate(names.FLEET_METRICS):
-        callback = functools.partial(_observe_fleet_column, column)
-        create = (
-            meter.create_observable_counter
-            if spec.kind == "counter"
-            else meter.create_observable_gauge
-        )
-        create(spec.otel, callbacks=[callback], unit=spec.unit, description=spec.description)
-
-
-def _observe_fleet_column(
-    column: int, options: metrics.CallbackOptions
-) -> list[metrics.Observation]:
-    observations = []
-    for namespace, *values in fleet_readings():
-        value = values[column]
-        # A NaN (no sync lag before the first step) is no observation rather than a NaN point.
-        if not math.isnan(value):
-            observations.append(metrics.Observation(value, {names.ATTR_FLEET: namespace}))
-    return observations

@@ -1,0 +1,129 @@
+"""What `OpenTelemetryInstrument`'s metrics are built on: the instrument constructors, the
+records' attribute sets, and the fleet's observable instruments.
+
+Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.context import Context
+from opentelemetry.trace import INVALID_SPAN, set_span_in_context
+
+from .. import _names as names
+from .._fleet_live import fleet_readings
+from .live import LiveGauges
+
+__all__: list[str] = []  # private helpers of `_otel.instrument`
+
+#: Metric attribute sets an `_AttributeSets` keeps: far more than the capped labels give in
+#: practice (a policy's targets times outcomes and error types); past it, each record builds its
+#: own.
+_ATTRIBUTE_SETS_KEPT = 4096
+
+
+class _AttributeSets:
+    """The attributes of `OpenTelemetryInstrument`'s metric records, each combination built once.
+
+    One dict is shared by every record that has it (up to `_ATTRIBUTE_SETS_KEPT` combinations):
+    never changed once built, since an SDK may keep what it was given (OpenTelemetry's copies
+    it). ``live`` learns of every (policy, target) a record names; ``target`` and
+    ``error_type`` cap those labels.
+    """
+
+    __slots__ = ("_error_type", "_live", "_sets", "_target")
+
+    def __init__(
+        self, live: LiveGauges, target: Callable[[str], str], error_type: Callable[[str], str]
+    ) -> None:
+        self._live = live
+        self._target = target
+        self._error_type = error_type
+        self._sets: dict[tuple[str, str, str | None, str | None, str | None], dict[str, str]] = {}
+
+    def __call__(
+        self,
+        policy: str,
+        target: str,
+        key: str | None = None,
+        value: str | None = None,
+        error_type: str | None = None,
+    ) -> dict[str, str]:
+        """The policy, the target (capped), ``key`` set to ``value`` if given, and
+        ``error.type`` (capped) if given."""
+        if self._live.shared:  # a budget or throttle shared by the policy serves this target
+            self._live.saw(policy, target)
+        combination = (policy, target, key, value, error_type)
+        attributes = self._sets.get(combination)
+        if attributes is None:
+            attributes = {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
+            if key is not None and value is not None:
+                attributes[key] = value
+            if error_type is not None:
+                attributes[names.ATTR_ERROR_TYPE] = self._error_type(error_type)
+            if len(self._sets) < _ATTRIBUTE_SETS_KEPT:
+                self._sets[combination] = attributes
+        return attributes
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+
+def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
+    return spec.otel, spec.unit, spec.description
+
+
+def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
+    return meter.create_histogram(
+        *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
+    )
+
+
+def _without_exemplar(histogram: metrics.Histogram) -> dict[str, Any]:
+    """Keyword arguments for ``histogram.record`` that keep the SDK from taking an exemplar.
+
+    A context whose span is the invalid one gives the SDK's (default) trace-based exemplar
+    filter nothing sampled. Not an empty context: the SDK reads ``context or get_current()``.
+    Empty (the current context applies) on an older API whose ``record`` takes no ``context``.
+    """
+    try:
+        takes_context = "context" in inspect.signature(histogram.record).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a C-level record has no signature
+        takes_context = False
+    return {"context": set_span_in_context(INVALID_SPAN, Context())} if takes_context else {}
+
+
+def _observe_fleet(meter: metrics.Meter) -> None:
+    """Observable instruments for the fleet's health (`names.FLEET_METRICS`).
+
+    Read at each collection from the process's open `RedisFleet`s, as `PrometheusInstrument`
+    reads them at scrape time: one series per namespace while a fleet of it is open, none
+    otherwise. The readings are the process's, not the instrument's, so a second instrument
+    on the same meter adds nothing (the SDK hands it the first one's instruments).
+    """
+    for column, spec in enumerate(names.FLEET_METRICS):
+        callback = functools.partial(_observe_fleet_column, column)
+        create = (
+            meter.create_observable_counter
+            if spec.kind == "counter"
+            else meter.create_observable_gauge
+        )
+        create(spec.otel, callbacks=[callback], unit=spec.unit, description=spec.description)
+
+
+def _observe_fleet_column(
+    column: int, options: metrics.CallbackOptions
+) -> list[metrics.Observation]:
+    observations = []
+    for namespace, *values in fleet_readings():
+        value = values[column]
+        # A NaN (no sync lag before the first step) is no observation rather than a NaN point.
+        if not math.isnan(value):
+            observations.append(metrics.Observation(value, {names.ATTR_FLEET: namespace}))
+    return observations
