@@ -191,28 +191,6 @@ class Retrier(Engine):
 
     # -- front doors ---------------------------------------------------------------------------
 
-    def call(
-        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Coroutine[Any, Any, T]:
-        """Await ``fn(*args, **kwargs)`` with retries and return its result.
-
-        ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
-        lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
-        never retried: what is not callable, such as a coroutine object (``call(fetch())``),
-        before anything runs; a generator function when it returns its generator, before its
-        body runs; a synchronous function (use `call_sync`) at its first return.
-
-        Raises:
-            Exception: the last exception, with a note saying why retrying stopped.
-            RetryBudgetExhausted: the policy's ``retry_budget`` ran out.
-            CircuitOpenError: the breaker rejected the call before its first attempt.
-            LoadShedError: the throttle shed an attempt (see `LoadShedError`).
-            TypeError: ``fn`` cannot be retried by ``call`` (see above).
-        """
-        # The coroutine of `_call_async` itself, rather than a coroutine awaiting it: one frame
-        # less on every call. Misuse is refused there, when it is awaited.
-        return self._call_async(fn, args, kwargs, None)
-
     def call_sync(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Call ``fn(*args, **kwargs)`` with retries, sleeping in the current thread.
 
@@ -243,17 +221,19 @@ class Retrier(Engine):
                 the caller iterates, out of the retrier's reach), or is not callable.
         """
         check_decorated(fn)
-        operation = operation_name(fn)
         if is_async(fn):
+            call: Callable[..., Awaitable[Any]] = self.call
 
             @functools.wraps(fn)
             async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await self._call_async(fn, args, kwargs, operation)
+                # `call` itself (its coroutine is the call); no keywords, no dict to merge.
+                return await (call(fn, *args, **kwargs) if kwargs else call(fn, *args))
 
             return run_async
 
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
+        operation = operation_name(fn)
 
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -261,24 +241,40 @@ class Retrier(Engine):
 
         return run
 
-    async def _call_async(
-        self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any, operation: str | None
-    ) -> T:
+    async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await ``fn(*args, **kwargs)`` with retries and return its result.
+
+        ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
+        lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
+        never retried: what is not callable, such as a coroutine object (``call(fetch())``),
+        before anything runs; a generator function when it returns its generator, before its
+        body runs; a synchronous function (use `call_sync`) at its first return.
+
+        Raises:
+            Exception: the last exception, with a note saying why retrying stopped.
+            RetryBudgetExhausted: the policy's ``retry_budget`` ran out.
+            CircuitOpenError: the breaker rejected the call before its first attempt.
+            LoadShedError: the throttle shed an attempt (see `LoadShedError`).
+            TypeError: ``fn`` cannot be retried by ``call`` (see above).
+        """
+        # This coroutine is the call itself, with no frame in front of it (the decorator's
+        # wrapper awaits it too).
         quiet = self._quiet  # `_current()` inlined: every call asks
         dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
         if plain is None:
             if not callable(fn):
                 check_callable(fn, "retrier.call()")
             return await self.execute_async(
-                bound_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
+                bound_attempt(fn, args, kwargs), operation=operation_name(fn)
             )
         since = LAST_MARK[0]  # a mark newer than this was made inside this call
-        started, scopes = None, NO_SCOPES
+        started, scopes, operation = None, NO_SCOPES, None  # named when needed (`operation_name`)
         if plain:
-            started, scopes, operation = self.open_plain(dispatch, fn, operation)
+            started, scopes, operation = self.open_plain(dispatch, fn, None)
         awaitable: Any = _NOT_GIVEN
         try:
-            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
+            # No keywords, no dict to unpack. (A ParamSpec call must pass both, says mypy.)
+            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)  # type: ignore[call-arg]
             result = await awaitable
         except Exception as error:
             first = error
@@ -365,7 +361,7 @@ class Retrier(Engine):
                 )
             raise
         if first is not None:
-            # Outside the except block, as in `_call_async`: no accidental chaining.
+            # Outside the except block, as in `call`: no accidental chaining.
             try:
                 return self.execute_sync(
                     bound_attempt(fn, args, kwargs),
@@ -376,7 +372,7 @@ class Retrier(Engine):
                     plain_path=(dispatch, scopes),
                 )
             finally:
-                first = None  # no reference cycle through this frame, as in `_call_async`
+                first = None  # no reference cycle through this frame, as in `call`
         if type(result) in SUSPECT_RESULTS:
             refusal = async_result_error(fn, result)
             if refusal is not None:
