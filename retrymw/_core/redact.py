@@ -194,7 +194,8 @@ def exception_text(error: BaseException, limit: int | None = None) -> str:
 
     Redaction comes before the cut, so that a URL cut short never escapes it.
     """
-    return _truncate(redact_text(safe_str(error)), limit)
+    text = redact_text(safe_str(error))
+    return text if limit is None else _truncate(text, limit)
 
 
 def _truncate(text: str, limit: int | None) -> str:

@@ -194,9 +194,9 @@ class OpenTelemetryInstrument(Instrument):
         An HTTP call's span waits until the call has more to say than its one CLIENT span
         (`_HttpCall`).
         """
-        if not self._traces():
+        if not (self._traces.active or self._traces()):
             return None
-        if _http_request(event.request) is not None:
+        if event.request is not None and _http_request(event.request) is not None:
             return _HttpCall(functools.partial(self._call_span, event), self._call)
         span = self._call_span(event)
         scope = _Scope(span, trace.set_span_in_context(span), self._call)
@@ -239,7 +239,7 @@ class OpenTelemetryInstrument(Instrument):
         semconv = None
         if request is not None:
             semconv = _http_attributes(request)  # the span's and the duration's, built once
-            if self._meters():
+            if self._meters.active or self._meters():
                 self._http_attributes.set({**semconv, names.ATTR_URL_SCHEME: request.url.scheme})
         call = self._call.get()
         if call is None:  # no call span: nobody listened when the call started
@@ -286,7 +286,7 @@ class OpenTelemetryInstrument(Instrument):
     def attempt_finished(self, event: AttemptFinished, /) -> None:
         """Record the attempt's duration (its count counts attempts), and its outcome on the
         attempt span."""
-        if self._meters():
+        if self._meters.active or self._meters():
             # error.type is absent on success (None), as the semconv asks.
             attributes = self._attributes(
                 event.policy,
@@ -319,7 +319,7 @@ class OpenTelemetryInstrument(Instrument):
     ) -> None:
         """What `attempt_finished` and `call_finished` write for a call that succeeded at its
         first attempt, on the fast path: inside the call span, which the engine then ends."""
-        if self._meters():
+        if self._meters.active or self._meters():
             if budget_available is not None:
                 self._budget.set(budget_available, self._attributes(policy, target))
             attempt = self._attributes(policy, target, names.ATTR_ATTEMPT_OUTCOME, "success")
@@ -341,7 +341,7 @@ class OpenTelemetryInstrument(Instrument):
         wait that no attempt follows (the call cancelled meanwhile, or refused by the breaker
         or throttle) is a ``retrymw.backoff`` event on the call span when the call ends.
         """
-        if self._meters():
+        if self._meters.active or self._meters():
             attributes = self._attributes(event.policy, event.target)
             self._backoff.record(event.delay, attributes, **self._no_exemplar)
             if event.budget_available is not None:
@@ -352,7 +352,7 @@ class OpenTelemetryInstrument(Instrument):
 
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denial and add ``retrymw.retry.denied`` to the call span."""
-        if self._meters():
+        if self._meters.active or self._meters():
             if event.budget_available is not None:
                 self._budget.set(
                     event.budget_available, self._attributes(event.policy, event.target)
@@ -370,7 +370,7 @@ class OpenTelemetryInstrument(Instrument):
     def call_finished(self, event: CallFinished, /) -> None:
         """Record the call's duration (its count counts calls) and attempts, and its outcome
         and status on the call span."""
-        if self._meters():
+        if self._meters.active or self._meters():
             if event.budget_available is not None:
                 self._budget.set(
                     event.budget_available, self._attributes(event.policy, event.target)
@@ -406,7 +406,7 @@ class OpenTelemetryInstrument(Instrument):
             names.ATTR_CIRCUIT_PREVIOUS_STATE: event.previous_state,
             names.ATTR_CIRCUIT_STATE: event.state,
         }
-        if self._meters():
+        if self._meters.active or self._meters():
             circuit = self._circuit(event.circuit)
             self._transitions.add(1, {**change, names.ATTR_CIRCUIT: circuit})
             for state in names.CIRCUIT_STATES:

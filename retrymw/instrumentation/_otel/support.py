@@ -75,7 +75,8 @@ class _ProviderWatch:
 
     A real provider, once seen, is kept (it never turns back into the API's proxy); while only
     the API's no-op or proxy provider is there, the answer is reused for `IDLE_RECHECK` seconds,
-    since asking the API costs an environment lookup and a clock read a tenth of that.
+    since asking the API costs an environment lookup and a clock read a tenth of that. The
+    hooks read ``watch.active or watch()``: once active, no call at all.
     """
 
     __slots__ = ("_given", "_global", "_idle", "_proxy", "active", "idle_until")
