@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Tracer
 
 from ..._core.events import AttemptFinished
 from .. import _names as names
 from .support import (
     _ERROR,
     ATTEMPT_SPAN_PREFIX,
+    INTERNAL,
     _exception_attributes,
     _protocol_version,
     _record_exception,
@@ -100,7 +101,7 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
         attributes.update(_exception_attributes(error))
     span = tracer.start_span(
         ATTEMPT_SPAN_PREFIX + event.operation,
-        kind=SpanKind.INTERNAL,
+        kind=INTERNAL,
         attributes=attributes,
         start_time=started,
     )

@@ -16,7 +16,7 @@ from typing import Any
 try:
     from opentelemetry import metrics, propagate, trace
     from opentelemetry.context import Context
-    from opentelemetry.trace import Link, Span, SpanKind
+    from opentelemetry.trace import Link, Span
 except ImportError:
     raise ImportError(
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
@@ -36,11 +36,13 @@ from ..._core.instruments import Instrument
 from .. import _names as names
 from .attempts import end_attempt_span, first_attempt_finished, semconv_attributes
 from .live import live_gauges
-from .meters import _args, _AttributeSets, _histogram, _observe_fleet, _without_exemplar
+from .meters import NO_EXEMPLAR, _args, _AttributeSets, _histogram, _observe_fleet
 from .support import (
     _ERROR,
     ATTEMPT_SPAN_PREFIX,
     CALL_SPAN_PREFIX,
+    CLIENT,
+    INTERNAL,
     _client_span,
     _http_attributes,
     _http_request,
@@ -125,9 +127,8 @@ class OpenTelemetryInstrument(Instrument):
         self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
         # One exemplar per call (issue 18): the call duration's, recorded while the call span
         # is current, and for HTTP each attempt's semantic-convention record (its CLIENT span,
-        # as OpenTelemetry's HTTP instrumentations do). The other records offer the SDK none:
-        # each offer cost 2 µs or more, and they would point at the same trace.
-        self._no_exemplar = _without_exemplar(self._attempt_duration)
+        # as OpenTelemetry's HTTP instrumentations do). The other records offer the SDK none
+        # (`NO_EXEMPLAR`): each offer cost 2 µs or more, and they would point at the same trace.
         self._backoff = _histogram(meter, names.BACKOFF_DURATION)
         self._denied = meter.create_counter(*_args(names.RETRIES_DENIED))
         self._budget = meter.create_gauge(*_args(names.RETRY_BUDGET_AVAILABLE))
@@ -215,7 +216,7 @@ class OpenTelemetryInstrument(Instrument):
         return self._tracer.start_span(
             CALL_SPAN_PREFIX + event.operation,
             context=parent,
-            kind=SpanKind.INTERNAL,
+            kind=INTERNAL,
             attributes={
                 names.ATTR_POLICY: event.policy,
                 names.ATTR_TARGET: event.target,
@@ -256,7 +257,7 @@ class OpenTelemetryInstrument(Instrument):
                 call.pending_wait = None
             span = self._tracer.start_span(
                 ATTEMPT_SPAN_PREFIX + event.operation,
-                kind=SpanKind.INTERNAL,
+                kind=INTERNAL,
                 attributes=attributes,
             )
             call.attempt = _Scope(span, trace.set_span_in_context(span))
@@ -268,7 +269,7 @@ class OpenTelemetryInstrument(Instrument):
             call.pending_wait = None
         parent = call.attempt_parent() if isinstance(call, _HttpCall) else None
         span = self._tracer.start_span(
-            name, context=parent, kind=SpanKind.CLIENT, attributes=span_attributes
+            name, context=parent, kind=CLIENT, attributes=span_attributes
         )
         if isinstance(call, _HttpCall) and call.first_attempt is None:
             call.first_attempt = span.get_span_context()
@@ -295,7 +296,7 @@ class OpenTelemetryInstrument(Instrument):
                 event.attempt_outcome,
                 event.error_type,
             )
-            self._attempt_duration.record(event.duration, attributes, **self._no_exemplar)
+            self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
             http = self._http_attributes.get()
             if http is not None:
                 self._http_attributes.set(None)
@@ -323,7 +324,7 @@ class OpenTelemetryInstrument(Instrument):
             if budget_available is not None:
                 self._budget.set(budget_available, self._attributes(policy, target))
             attempt = self._attributes(policy, target, names.ATTR_ATTEMPT_OUTCOME, "success")
-            self._attempt_duration.record(duration, attempt, **self._no_exemplar)
+            self._attempt_duration.record(duration, attempt, context=NO_EXEMPLAR)
             call = self._attributes(policy, target, names.ATTR_OUTCOME, "success")
             self._call_duration.record(duration, call)
         scope = self._call.get()
@@ -343,7 +344,7 @@ class OpenTelemetryInstrument(Instrument):
         """
         if self._meters.active or self._meters():
             attributes = self._attributes(event.policy, event.target)
-            self._backoff.record(event.delay, attributes, **self._no_exemplar)
+            self._backoff.record(event.delay, attributes, context=NO_EXEMPLAR)
             if event.budget_available is not None:
                 self._budget.set(event.budget_available, attributes)
         scope = self._call.get()
@@ -380,7 +381,7 @@ class OpenTelemetryInstrument(Instrument):
             )
             self._call_duration.record(event.duration, attributes)
             if event.attempts != 1:  # one attempt is the rule: the call count less this count
-                self._call_attempts.record(event.attempts, attributes, **self._no_exemplar)
+                self._call_attempts.record(event.attempts, attributes, context=NO_EXEMPLAR)
         scope = self._call.get()
         if isinstance(scope, _HttpCall) and event.attempts == 0:
             scope.span_now()  # refused before any attempt: no CLIENT span tells it

@@ -7,10 +7,8 @@ Imported by `_otel.instrument` only after it has checked that opentelemetry-api 
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections.abc import Callable
-from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.context import Context
@@ -85,18 +83,10 @@ def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogra
     )
 
 
-def _without_exemplar(histogram: metrics.Histogram) -> dict[str, Any]:
-    """Keyword arguments for ``histogram.record`` that keep the SDK from taking an exemplar.
-
-    A context whose span is the invalid one gives the SDK's (default) trace-based exemplar
-    filter nothing sampled. Not an empty context: the SDK reads ``context or get_current()``.
-    Empty (the current context applies) on an older API whose ``record`` takes no ``context``.
-    """
-    try:
-        takes_context = "context" in inspect.signature(histogram.record).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a C-level record has no signature
-        takes_context = False
-    return {"context": set_span_in_context(INVALID_SPAN, Context())} if takes_context else {}
+#: The context of a record that offers the SDK no exemplar: its span is the invalid one, so the
+#: (default) trace-based exemplar filter finds nothing sampled. Not an empty context: the SDK
+#: reads ``context or get_current()``. Passed as ``context=`` (a ``**`` of it cost 0.14 µs).
+NO_EXEMPLAR = set_span_in_context(INVALID_SPAN, Context())
 
 
 def _observe_fleet(meter: metrics.Meter) -> None:

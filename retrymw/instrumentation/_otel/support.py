@@ -22,6 +22,7 @@ from opentelemetry.trace import (
     Link,
     Span,
     SpanContext,
+    SpanKind,
     Status,
     StatusCode,
     set_span_in_context,
@@ -41,6 +42,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # While nobody listens, the providers are looked at again at most this often (seconds).
 IDLE_RECHECK = 1.0
 _ERROR = Status(StatusCode.ERROR)
+# Span kinds read once: looking an enum member up costs 70 ns on Python 3.11.
+INTERNAL, CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
 
 
 def _name_prefix(template: str) -> str:
