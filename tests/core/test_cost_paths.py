@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import anyio
 import pytest
+import sniffio
 
 from retrymw import Retrier, RetryPolicy
 from retrymw._core.clock import SYSTEM_CLOCK, async_waiter, sync_waiter
@@ -90,8 +91,8 @@ async def test_a_cancel_scope_cancels_a_backoff_wait() -> None:
 
 def test_each_wait_takes_the_sleep_of_its_clock_and_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drivers ask before every wait: nothing under instant(), the loop's own sleep for
-    the system clock on asyncio alone, the clock's own sleep otherwise (a fake clock, a test
-    clock standing in for the system one, trio imported)."""
+    the system clock on asyncio, the clock's own sleep otherwise (a fake clock, a test clock
+    standing in for the system one, trio running)."""
     fake = FakeClock()
     assert async_waiter(fake) == fake.sleep
     assert sync_waiter(fake) == fake.sleep_sync
@@ -104,8 +105,19 @@ def test_each_wait_takes_the_sleep_of_its_clock_and_mode(monkeypatch: pytest.Mon
     with instant():
         assert async_waiter(SYSTEM_CLOCK) is None
         assert sync_waiter(fake) is None
+    # Trio imported but not running this coroutine (httpcore imports it when installed):
+    # still the loop's own sleep. Running under trio (which names itself to sniffio): the
+    # clock's, which sleeps through anyio.
     monkeypatch.setitem(sys.modules, "trio", types.ModuleType("trio"))
+    assert async_waiter(SYSTEM_CLOCK) is asyncio.sleep
+    monkeypatch.setattr(sniffio.thread_local, "name", "trio")
     assert async_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep
+    monkeypatch.setattr(sniffio.thread_local, "name", None)
+    token = sniffio.current_async_library_cvar.set("trio")
+    try:
+        assert async_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep
+    finally:
+        sniffio.current_async_library_cvar.reset(token)
 
 
 @pytest.fixture
