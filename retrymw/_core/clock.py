@@ -18,11 +18,10 @@ __all__ = [
     "SYSTEM_CLOCK",
     "Clock",
     "SystemClock",
+    "async_waiter",
     "instant",
     "replace_default_clock",
-    "async_waiter",
     "set_instant_everywhere",
-    "sync_waiter",
     "waits_disabled",
 ]
 
@@ -157,16 +156,6 @@ def async_waiter(clock: Clock) -> Callable[[float], Awaitable[None]] | None:
     if clock is SYSTEM_CLOCK and _default_clock is None and _on_asyncio():
         return asyncio.sleep
     return clock.sleep
-
-
-def sync_waiter(clock: Clock) -> Callable[[float], None] | None:
-    """What a retry's wait calls on ``clock`` now: ``None`` under ``instant()``; the system
-    clock (no test clock standing in) is ``time.sleep`` itself."""
-    if _instant_everywhere or _WAITS_DISABLED.get():
-        return None
-    if clock is SYSTEM_CLOCK and _default_clock is None:
-        return time.sleep
-    return clock.sleep_sync
 
 
 class instant:

@@ -21,7 +21,7 @@ from .callables import (
     refuse_async_result,
     refuse_unawaitable,
 )
-from .clock import Clock, async_waiter, sync_waiter
+from .clock import Clock, async_waiter, waits_disabled
 from .events import CallStarted
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .policy import RetryPolicy
@@ -310,9 +310,8 @@ class Engine:
                         adapter.discard_sync(run.result, delay)
                         delay = max(0.0, delay - (clock.now() - disposed_from))
                     scopes = run.sleep_scopes
-                    wait = sync_waiter(clock)
-                    if wait is not None:
-                        wait(delay)
+                    if not waits_disabled():  # a blocking sleep dwarfs any frame saved here
+                        clock.sleep_sync(delay)
                     if scopes is not NO_SCOPES:
                         scopes.exit()
                 if not run.guarded:

@@ -22,10 +22,10 @@ from .forks import ForkSafeLock
 
 __all__ = [
     "FINAL_REASONS",
+    "LAST_MARK",
     "Inbound",
     "copy_mark",
     "current",
-    "LAST_MARK",
     "mark",
     "retried_below",
     "serving",

@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportedCall",
-    "new_event",
     "attempt_finished",
     "attempt_started",
     "call_finished",
     "call_started",
+    "new_event",
     "retry_denied",
     "retry_scheduled",
 ]

@@ -355,7 +355,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
     since = started = None
     dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
-        since = LAST_MARK[0]  # see Retrier.execute_async
+        since = LAST_MARK[0]  # see Retrier.call
         started = call.retrier.clock.now() if plain else None
         try:
             response = await attempt()
@@ -402,7 +402,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     since = started = None
     dispatch, plain = call.retrier.plain_first_attempt(call.policy)
     if plain is not None:
-        since = LAST_MARK[0]  # see Retrier.execute_async
+        since = LAST_MARK[0]  # see Retrier.call
         started = call.retrier.clock.now() if plain else None
         try:
             response = single()

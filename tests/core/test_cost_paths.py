@@ -3,7 +3,7 @@
 - the retries of a call whose first attempt ran on the plain path do not chain to it;
 - the system clock sleeps with the event loop's own sleep on asyncio (anyio's elsewhere), and
   a cancel scope still cancels a backoff wait;
-- each wait asks, in one step, whether to sleep and with what (`async_waiter`, `sync_waiter`);
+- each async wait asks, in one step, whether to sleep and with what (`async_waiter`);
 - a retried call leaves no reference cycle for the garbage collector (every front door).
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-import time
 import types
 from collections.abc import Callable, Iterator
 
@@ -21,7 +20,7 @@ import pytest
 import sniffio
 
 from retrymw import Retrier, RetryPolicy
-from retrymw._core.clock import SYSTEM_CLOCK, async_waiter, sync_waiter
+from retrymw._core.clock import SYSTEM_CLOCK, async_waiter
 from retrymw.testing import FakeClock, instant, use_clock
 
 pytestmark = pytest.mark.anyio
@@ -90,21 +89,18 @@ async def test_a_cancel_scope_cancels_a_backoff_wait() -> None:
 
 
 def test_each_wait_takes_the_sleep_of_its_clock_and_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The drivers ask before every wait: nothing under instant(), the loop's own sleep for
+    """The async driver asks before every wait: nothing under instant(), the loop's own sleep for
     the system clock on asyncio, the clock's own sleep otherwise (a fake clock, a test clock
     standing in for the system one, trio running)."""
     fake = FakeClock()
     assert async_waiter(fake) == fake.sleep
-    assert sync_waiter(fake) == fake.sleep_sync
-    assert sync_waiter(SYSTEM_CLOCK) is time.sleep
     monkeypatch.delitem(sys.modules, "trio", raising=False)
     assert async_waiter(SYSTEM_CLOCK) is asyncio.sleep
     with use_clock(fake):
         assert async_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep
-        assert sync_waiter(SYSTEM_CLOCK) == SYSTEM_CLOCK.sleep_sync
     with instant():
         assert async_waiter(SYSTEM_CLOCK) is None
-        assert sync_waiter(fake) is None
+        assert async_waiter(fake) is None
     # Trio imported but not running this coroutine (httpcore imports it when installed):
     # still the loop's own sleep. Running under trio (which names itself to sniffio): the
     # clock's, which sleeps through anyio.
