@@ -9,7 +9,7 @@ class's signature so that a bad option is an error naming its path.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._core.errors import ConfigError
 from .._core.forks import ForkSafeLock
 from .._core.policy import RetryPolicy
+from .._core.redact import safe_repr
+from .._core.suggestions import did_you_mean, listed
 
 if TYPE_CHECKING:
     import httpx
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from .._protect.throttle import AdaptiveThrottle
     from ..httpx import AsyncRetryTransport, RetryTransport
 
-__all__ = ["COMPONENTS", "RetryConfig", "components", "lookup"]
+__all__ = ["COMPONENTS", "RetryConfig", "components", "lookup", "unbound"]
 
 _T = TypeVar("_T")
 
@@ -182,12 +184,26 @@ class RetryConfig:
 
 
 def lookup(section: Mapping[str, _T], label: str, name: str) -> _T:
-    """``section[name]``; a `KeyError` naming the known names."""
+    """``section[name]``; a `KeyError` naming the close match, if any, and the known names."""
     try:
         return section[name]
     except KeyError:
-        known = ", ".join(sorted(section)) or "none"
-        raise KeyError(f"unknown name {name!r}; known {label}: {known}") from None
+        hint = did_you_mean(name, section)
+        message = f"unknown name {safe_repr(name, 100)}{hint}; known {label}: {listed(section)}"
+        raise KeyError(message) from None
+
+
+def unbound(section: str, name: str, known: Collection[str]) -> ConfigError | None:
+    """The error for protection ``<section>.<name>`` when ``name`` is none of the ``known``
+    policy names (which include the defaults' own), else ``None``.
+
+    Protection binds to the policy of its name; under any other name it would protect nothing,
+    silently: almost always a misspelt policy name.
+    """
+    if name in known:
+        return None
+    problem = f"names no policy, so it would protect nothing{did_you_mean(name, known)}"
+    return ConfigError(f"{section}.{name}", name, problem, f"a policy name: {listed(known)}")
 
 
 def components(

@@ -10,27 +10,80 @@ shown; and a key written twice in one mapping is an error naming both lines inst
 silent last-one-wins. `read_document` also returns where each field path is written, for
 ``retrymw check``: YAML from the parser's node marks, TOML by a best-effort scan of the text
 for the key's line (tomllib keeps no positions).
+
+An integer written with more than 64 significant digits is no count, status or option of any
+config: it is read as an `Oversized` value (the text as written) instead of being converted,
+which Python refuses past 4 300 digits with a ``ValueError``, so that `load_config` reports it
+as a `ConfigError` naming its field. PyYAML is asked through its integer constructor; tomllib
+has no such hook, so a TOML file whose integer it refuses is read again with the long integers
+set aside (`_toml_with_long_integers`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import secrets
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .._core.errors import ConfigError
+from .._core.redact import redact_text
 
 # Private in name because the CLI imports them from `_config`.
-__all__ = ["MAX_ALIAS_NODES", "Document", "_read", "line_of", "read_document"]
+__all__ = [
+    "LONGEST_INTEGER",
+    "MAX_ALIAS_NODES",
+    "Document",
+    "Oversized",
+    "_read",
+    "line_of",
+    "read_document",
+    "too_long",
+]
 
 #: At most this many values may come into a YAML document through aliases (``*name``), counted
 #: as they would be expanded. A real config reuses a few blocks (``<<: *defaults`` in a hundred
 #: policies is a few thousand); a "billion laughs" file needs millions.
 MAX_ALIAS_NODES = 100_000
+
+#: An integer literal with more significant digits than this is read as `Oversized`, not
+#: converted: the largest 64-bit integer has 19 decimal digits (and 64 binary ones).
+LONGEST_INTEGER = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A value too long to be any config value, kept as written; shown by its start and length.
+
+    Attributes:
+        text: the value as the file writes it (an integer literal, or a text).
+        number: whether it is a number, shown without quotes.
+    """
+
+    text: str
+    number: bool = True
+
+    def __repr__(self) -> str:
+        # Redacted before it is cut, so that a cut never leaves half a secret unredacted.
+        start = redact_text(self.text)[:20]
+        shown = start if self.number else repr(start)
+        return f"{shown}… ({len(self.text)} characters)"
+
+
+def too_long(literal: str) -> bool:
+    """Whether integer ``literal`` has more than `LONGEST_INTEGER` significant digits.
+
+    Signs, a ``0x``/``0o``/``0b`` prefix, ``_`` separators and leading zeros do not count.
+    """
+    body = literal.lstrip("+-")
+    if body[:2].lower() in ("0x", "0o", "0b"):
+        body = body[2:]
+    return len(body.replace("_", "").lstrip("0")) > LONGEST_INTEGER
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +155,89 @@ def _read_toml(path: Path, text: str) -> Document:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        found = re.search(r"line (\d+)", str(error))
-        line = None if found is None else int(found[1])
-        raise _syntax_error(path, "TOML", str(error), text, line) from None
+        raise _toml_error(path, text, error) from None
+    except ValueError:  # an integer past Python's int-string limit, which tomllib converts
+        data = _toml_with_long_integers(path, text, tomllib)
     return Document(data, _toml_lines(text))
+
+
+def _toml_error(path: Path, text: str, error: ValueError) -> ConfigError:
+    found = re.search(r"line (\d+)", str(error))
+    line = None if found is None else int(found[1])
+    return _syntax_error(path, "TOML", str(error), text, line)
+
+
+# The TOML tokens a long integer may hide in (strings, comments), then the bare words (keys,
+# numbers, dates, booleans). A multi-line string may end in two more quotes ("""""), and no
+# alternative can match the same text two ways, so that a failed try costs one pass.
+_TOML_TOKEN = re.compile(
+    r'(?P<skip>"""(?:[^"\\]|\\[\s\S]|"(?!""))*"{3,5}'
+    r"|'''(?:[^']|'(?!''))*'{3,5}"
+    r'|"(?:[^"\\\n]|\\.)*"'
+    r"|'[^'\n]*'"
+    r"|#[^\n]*)"
+    r"|(?P<word>[A-Za-z0-9_.:+-]+)"
+)
+_TOML_INTEGER = re.compile(r"[+-]?(?:0x[0-9A-Fa-f_]+|0o[0-7_]+|0b[01_]+|[0-9_]+)")
+
+
+def _toml_with_long_integers(path: Path, text: str, tomllib: ModuleType) -> Any:
+    """Read ``text`` with each integer of more than `LONGEST_INTEGER` digits as `Oversized`.
+
+    Each such integer is replaced by a string holding a marker no file can know (random per
+    read), the text is parsed again, and the markers are put back as `Oversized` values (or,
+    for a bare key made of digits, as the key's own text). One scan and one parse: linear.
+
+    Raises:
+        ConfigError: the text is not valid TOML, or holds an integer this scan did not find.
+    """
+    marker = secrets.token_hex(16)
+    literals: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        word = match.group()
+        if match.lastgroup != "word" or not _TOML_INTEGER.fullmatch(word) or not too_long(word):
+            return word
+        literals.append(word)
+        return f'"{marker}:{len(literals) - 1}"'
+
+    try:
+        data = tomllib.loads(_TOML_TOKEN.sub(set_aside, text))
+    except tomllib.TOMLDecodeError as error:
+        raise _toml_error(path, text, error) from None
+    except ValueError:  # an integer the scan missed: still a ConfigError, naming the file
+        problem = f"not valid TOML: an integer has more than {LONGEST_INTEGER} digits"
+        raise ConfigError(str(path), path.name, problem, "valid TOML") from None
+    _put_back(data, f"{marker}:", literals)
+    return data
+
+
+def _put_back(data: dict[str, Any], marker: str, literals: list[str]) -> None:
+    """Replace, in place, each ``marker`` string in ``data`` by the literal it stands for."""
+
+    def literal(text: Any) -> str | None:
+        is_marker = isinstance(text, str) and text.startswith(marker)
+        return literals[int(text[len(marker) :])] if is_marker else None
+
+    stack: list[dict[str, Any] | list[Any]] = [data]
+    while stack:
+        container = stack.pop()
+        if isinstance(container, list):
+            for index, value in enumerate(container):
+                found = literal(value)
+                if found is not None:
+                    container[index] = Oversized(found)
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+            continue
+        # A bare key of digits is text: it keeps its place and its own spelling.
+        renamed = {literal(key) or key: value for key, value in container.items()}
+        container.clear()
+        for key, value in renamed.items():
+            found = literal(value)
+            container[key] = value if found is None else Oversized(found)
+            if isinstance(value, (dict, list)):
+                stack.append(value)
 
 
 def _read_yaml(path: Path, text: str) -> Document:
@@ -114,7 +246,12 @@ def _read_yaml(path: Path, text: str) -> Document:
     except ImportError:
         message = "reading YAML config files needs PyYAML: pip install 'retrymw[yaml]'"
         raise ImportError(message) from None
-    loader = _guarded_loader()(text)
+    try:
+        loader = _guarded_loader()(text)
+    except yaml.reader.ReaderError as error:  # the reader checks every character up front
+        line = text.count("\n", 0, error.position) + 1
+        message = f"character #x{error.character:04x} is not allowed: {error.reason}"
+        raise _syntax_error(path, "YAML", message, text, line) from None
     try:
         node = loader.get_single_node()
         data = None if node is None else loader.construct_document(node)
@@ -170,6 +307,12 @@ def _guarded_loader() -> type[Any]:
             self.expanded[id(node)] = self.composed - start
             return node
 
+        def construct_yaml_int(self, node: Any) -> Any:
+            literal = self.construct_scalar(node)
+            if isinstance(literal, str) and too_long(literal):
+                return Oversized(literal)  # see the module documentation
+            return super().construct_yaml_int(node)
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, yaml.MappingNode):
                 seen: dict[tuple[str, str], Any] = {}
@@ -186,6 +329,7 @@ def _guarded_loader() -> type[Any]:
                         raise ConstructorError(None, None, problem, key_node.start_mark)
             return super().construct_mapping(node, deep=deep)
 
+    GuardedLoader.add_constructor("tag:yaml.org,2002:int", GuardedLoader.construct_yaml_int)
     return GuardedLoader
 
 
@@ -251,9 +395,17 @@ def _toml_depth(line: str) -> int:
 
 
 def _syntax_error(path: Path, kind: str, message: str, text: str, line: int | None) -> ConfigError:
+    # A parser's message may quote a whole token (a 100 000-character tag): keep its start.
+    if len(message) > _LONGEST_MESSAGE:
+        message = f"{redact_text(message)[: _LONGEST_MESSAGE - 1]}…"
     if line is None:
         return ConfigError(str(path), path.name, f"not valid {kind}: {message}", f"valid {kind}")
     lines = text.splitlines()
-    found = lines[line - 1].strip() if 1 <= line <= len(lines) else "<end of file>"
+    found: object = lines[line - 1].strip() if 1 <= line <= len(lines) else "<end of file>"
+    if isinstance(found, str) and len(found) > _LONGEST_MESSAGE:
+        found = Oversized(found, number=False)
     problem = f"not valid {kind} at line {line}: {message}"
     return ConfigError(str(path), found, problem, f"valid {kind}")
+
+
+_LONGEST_MESSAGE = 200

@@ -32,9 +32,9 @@ from .._core.durations import MAX_DURATION, parse_duration
 from .._core.errors import ConfigError
 from .._core.matchers import Matcher, compile_matcher
 from .._core.policy import RetryPolicy
-from .build import COMPONENTS, RetryConfig, components
+from .build import COMPONENTS, RetryConfig, components, unbound
 from .dump import _BACKOFF, _MATCHER, to_mapping
-from .files import MAX_ALIAS_NODES, _read
+from .files import LONGEST_INTEGER, MAX_ALIAS_NODES, Oversized, _read
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DURATION", "RetryConfig", "load_config", "to_mapping"]
 
@@ -59,6 +59,9 @@ _DURATION = '"30s", "500ms", "2m30s", "1h30m" or {secs: 1, nanos: 0}'
 # fits, and a 5 000-digit integer is refused before anything converts or prints it.
 _INT_LIMIT = 2**63 - 1
 _SHORTEST = 1e-9  # a non-zero duration below 1ns, the finest unit, is a typo (or an attack)
+# The longest duration text is far shorter ("8760h", "0.000000001s", "1h59m59s999ms999us999ns"),
+# and a longer one is shown by its start and length instead of 500 of its characters.
+_LONGEST_DURATION = 64
 # The seeds' on_failure words that mean one of ours (DESIGN §7).
 _ON_FAILURE_WORDS = {"stop": "raise"}
 # Every spelling of the two fields whose conflict RetryPolicy reports (initial > max_delay).
@@ -82,9 +85,12 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
     Raises:
         ConfigError: ``source`` is neither a path nor a mapping, the file type is unknown, the
             file does not parse (also: a key written twice, aliases expanding past
-            `MAX_ALIAS_NODES`), or a value is invalid (also: an integer outside the 64-bit
-            range, a duration longer than `MAX_DURATION` or shorter than 1ns but not 0); the
-            message names the field path, the bad value and an accepted example.
+            `MAX_ALIAS_NODES`), a value is invalid (also: an integer outside the 64-bit
+            range, however many digits it is written with; a duration longer than
+            `MAX_DURATION` or shorter than 1ns but not 0), or a breaker, budget or throttle
+            is keyed by a name that is no policy's; the message names the field path, the bad
+            value (a long one by its start and length) and an accepted example, and for a
+            misspelt name the close match.
         ImportError: a YAML file was given and PyYAML is not installed.
 
     Warns:
@@ -140,6 +146,14 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
         config.budget(name)
     for name in config.throttles:
         config.throttle(name)
+    # Then the names: protection binds to the policy of its name (a defaults' name included),
+    # so any other name is a typo that would protect nothing. Options are reported first.
+    policy_names = {*config.policies, config.defaults.name}
+    for section in COMPONENTS:
+        for name in getattr(config, section):
+            error = unbound(section, name, policy_names)
+            if error is not None:
+                raise error
     for note in notes:  # only once everything is valid, and pointing at our caller
         warnings.warn(note, UserWarning, stacklevel=2)
     return config
@@ -161,43 +175,63 @@ def _mapping(value: Any, path: str, example: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _check_integers(data: Any, path: str) -> None:
+    """Refuse an integer outside the 64-bit range anywhere in ``data``, naming its path.
+
+    The first one in the file's order is reported; an `Oversized` literal (more digits than any
+    integer a file may hold, which the readers leave unconverted) counts as one. Each container
+    is visited once, so shared or even cyclic data from Python code costs no more than its size
+    (YAML aliases are bounded before this, by the file reader).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [(path, data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, Oversized) or (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not -_INT_LIMIT <= value <= _INT_LIMIT
+        ):
+            problem = "is out of range (64-bit at most)"
+            raise ConfigError(where or "config", _shown_integer(value), problem, "3")
+        if isinstance(value, (Mapping, list)) and id(value) not in seen:
+            seen.add(id(value))
+            found: list[tuple[str, Any]] = []
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    if not isinstance(key, str):  # keys must be strings: _mapping says so later
+                        found.append((where, key))
+                    found.append((_join(where, key if isinstance(key, str) else "?"), item))
+            else:
+                found.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+            stack.extend(reversed(found))  # the first in the file is popped first
+
+
+def _shown_integer(value: int | Oversized) -> int | Oversized:
+    """``value`` as an error shows it: short integers whole, long ones by start and length."""
+    if isinstance(value, Oversized) or value.bit_length() <= 2 * LONGEST_INTEGER:
+        return value
+    try:
+        text = str(value)
+    except ValueError:  # Python refuses decimal text past 4 300 digits; hex has no limit
+        text = f"{value:#x}"
+    return Oversized(text)
+
+
 def _duration(value: Any, path: str) -> float:
     if isinstance(value, (bool, int, float)):
         raise ConfigError(path, value, "a bare number has no unit", _DURATION)
     if not isinstance(value, (str, dict, timedelta)):
         raise ConfigError(path, value, "not a duration", _DURATION)
+    if isinstance(value, str) and len(value) > _LONGEST_DURATION:
+        problem = f"is too long for a duration (more than {_LONGEST_DURATION} characters)"
+        raise ConfigError(path, Oversized(value, number=False), problem, _DURATION)
     seconds = parse_duration(value, field=path)
     if 0.0 < seconds < _SHORTEST:
         raise ConfigError(
             path, value, "is shorter than 1ns, the finest unit (0s is allowed)", "1ms"
         )
     return seconds
-
-
-def _check_integers(data: Any, path: str) -> None:
-    """Refuse an integer outside the 64-bit range anywhere in ``data``, naming its path.
-
-    Each container is visited once, so shared or even cyclic data from Python code costs no
-    more than its size (YAML aliases are bounded before this, by the file reader).
-    """
-    seen: set[int] = set()
-    stack: list[tuple[str, Any]] = [(path, data)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not -_INT_LIMIT <= value <= _INT_LIMIT:
-                digits = int(value.bit_length() * 0.30103) + 1  # str() refuses > 4 300 digits
-                problem = f"an integer of about {digits} digits is out of range (64-bit at most)"
-                raise ConfigError(where or "config", value, problem, "3")
-        elif isinstance(value, (Mapping, list)) and id(value) not in seen:
-            seen.add(id(value))
-            if isinstance(value, Mapping):
-                for key, item in value.items():
-                    if not isinstance(key, str):  # keys must be strings: _mapping says so later
-                        stack.append((where, key))
-                    stack.append((_join(where, key if isinstance(key, str) else "?"), item))
-            else:
-                stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _policy_fields(

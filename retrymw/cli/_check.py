@@ -2,10 +2,10 @@
 
 `load_config` stops at the first error. To report them all, the file is validated piece by
 piece (the defaults, each policy over the valid defaults, each breaker, budget and throttle),
-and within
-a piece the offending field is dropped and the piece validated again until it passes. An error
-in one entry of a list (``retry_on[2]``, ``delays[1]``) drops only that entry, so the other
-entries are checked too and keep their indices in the messages.
+and within a piece the offending field is dropped and the piece validated again until it
+passes. An error in one entry of a list (``retry_on[2]``, ``delays[1]``) drops only that entry,
+so the other entries are checked too and keep their indices in the messages. A breaker, budget
+or throttle is checked twice: its name against the file's policy names, and its options.
 
 Each finding carries the line that writes its field: YAML files give it exactly (the parser's
 node marks), TOML files by a search for the key's line (`_config.files`); a field with no line
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._config.build import COMPONENTS
+from .._config.build import COMPONENTS, unbound
 from .._config.files import read_document
 from .._config.loader import RetryConfig, load_config
 from .._core.backoff import CustomBackoff
@@ -45,8 +45,9 @@ HELP = "validate config files: every error with its line and field path, and war
 DESCRIPTION = """\
 Validate retrymw config files (YAML or TOML). Every error is printed with its line (exact for
 YAML, the key's line for TOML), its field path, the bad value and an accepted example; every
-bad entry of a list is reported, not only the first. Warnings point at settings that are valid but
-probably not what was meant: a backoff without a delay, a retry_budget or deadline shorter
+bad entry of a list is reported, not only the first; so is a breaker, budget or throttle keyed
+by a name that is no policy's (with the close match). Warnings point at settings that are valid
+but probably not what was meant: a backoff without a delay, a retry_budget or deadline shorter
 than the first delay, jitter on a custom delay list, attempts=1 with retry fields set."""
 EPILOG = """\
 examples:
@@ -154,9 +155,20 @@ def check_data(data: Any, *, lines: Mapping[str, int] | None = None) -> Report:
         report, data.get("retry_defaults"), "retry_defaults", lambda raw: {"retry_defaults": raw}
     )
     _check_policies(report, data.get("policies"), defaults)
+    known = _policy_names(data)
     for section in COMPONENTS:
-        _check_components(report, section, data.get(section))
+        _check_components(report, section, data.get(section), known)
     return report
+
+
+def _policy_names(data: Mapping[Any, Any]) -> set[str]:
+    """The names protection may be keyed by: the policies' keys and the defaults' name."""
+    defaults, policies = data.get("retry_defaults"), data.get("policies")
+    name = defaults.get("name") if isinstance(defaults, Mapping) else None
+    names = {name if isinstance(name, str) and name else "default"}
+    if isinstance(policies, Mapping):
+        names.update(key for key in policies if isinstance(key, str))
+    return names
 
 
 def _check_defaults(
@@ -188,16 +200,23 @@ def _check_policies(report: Report, raw: Any, defaults: Mapping[str, Any]) -> No
             _lint(report, path, config.policy(name), kept, base)
 
 
-def _check_components(report: Report, section: str, raw: Any) -> None:
+def _check_components(report: Report, section: str, raw: Any, known: set[str]) -> None:
     if not isinstance(raw, Mapping):
         if raw is not None:
             attempt(report, load_config, {section: raw})
         return
     for name, options in raw.items():
         path = f"{section}.{name}"
+        error = unbound(section, name, known) if isinstance(name, str) else None
+        if error is not None:
+            report.error(error)
+        # The options are checked alone, beside a policy of the entry's name so that the
+        # name (reported just above) does not hide them.
+        policies: dict[str, Any] = {name: {}} if isinstance(name, str) and name else {}
 
-        def build(kept: Any, name: Any = name) -> object:
-            return _BUILDERS[section](load_config({section: {name: kept}}), name)
+        def build(kept: Any, name: Any = name, policies: Any = policies) -> object:
+            config = load_config({"policies": policies, section: {name: kept}})
+            return _BUILDERS[section](config, name)
 
         built, _ = prune(report, options, path, build)
         if built is not None:

@@ -83,8 +83,8 @@ def test_check_prints_errors_warnings_and_a_summary_per_file(
 
 
 THROTTLES = """\
-policies:
-  api: {attempts: 3}
+policies: {api: {attempts: 3}, search: {}, reports: {}}
+# throttles bind to the policy of their name
 throttles:
   api:
     k: 0.5
@@ -113,19 +113,22 @@ def test_check_reports_every_throttle_error_and_counts_the_valid_ones(tmp_path: 
     assert result.stdout.endswith(f"{path}: 3 errors, no warnings\n")
     # As for breakers and budgets, a throttle whose bad options were dropped is still checked.
     report = check_file(str(path))
-    assert (report.policies, report.throttles) == (["api"], ["api", "search", "reports"])
+    assert report.policies == ["api", "search", "reports"]
+    assert report.throttles == ["api", "search", "reports"]
 
 
 def test_check_counts_throttles_in_a_valid_file(tmp_path: Path) -> None:
-    """A file of throttles alone is sectioned, not a bare policy: its throttles are counted."""
+    """A file of throttles alone is sectioned, not a bare policy: its throttles are counted
+    (here the defaults' own, named ``default``)."""
     path = tmp_path / "throttles.toml"
-    path.write_text('[throttles.api]\nk = 2.0\nwindow = "10s"\n\n[throttles.search]\n')
+    path.write_text('[throttles.default]\nk = 2.0\nwindow = "10s"\n')
     result = run_cli("check", str(path))
     assert result.returncode == 0, result.stdout
     assert result.stdout == (
-        f"{path}: OK: no policies, no breakers, no budgets, 2 throttles; no warnings\n"
+        f"{path}: OK: no policies, no breakers, no budgets, 1 throttle; no warnings\n"
     )
-    bad = check_data({"throttles": {"api": {"k": "two"}, "search": []}})
+    policies: dict[str, Any] = {"api": {}, "search": {}}
+    bad = check_data({"policies": policies, "throttles": {"api": {"k": "two"}, "search": []}})
     assert [finding.message.split(": ")[0] for finding in bad.errors] == [
         "throttles.api.k",
         "throttles.search",
@@ -203,7 +206,9 @@ def test_check_strict_fails_on_warnings(tmp_path: Path) -> None:
         pytest.param({"policies": [1]}, "policies: must be a mapping", id="policies-list"),
         pytest.param({"budgets": "x"}, "budgets: must be a mapping", id="budgets-string"),
         pytest.param(
-            {"budgets": {"b": {"ratio": -1}}}, "budgets.b.ratio", id="budget-rejects-option"
+            {"policies": {"b": {}}, "budgets": {"b": {"ratio": -1}}},
+            "budgets.b.ratio",
+            id="budget-rejects-option",
         ),
     ],
 )

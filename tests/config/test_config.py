@@ -510,6 +510,7 @@ def test_breakers_and_budgets_keep_their_validated_kwargs() -> None:
     """Breaker kwargs gain a `name` equal to their key; budget kwargs are kept as given."""
     config = load_config(
         {
+            "policies": {"db": {}},
             "breakers": {"db": {"failure_threshold": 3, "recovery_timeout": "10s"}},
             "budgets": {"db": {"ratio": 0.1, "window": {"secs": 10}}},
         }
@@ -581,7 +582,7 @@ def test_breaker_construction_errors_name_the_option(
 @pytest.mark.usefixtures("fake_breaker")
 def test_breakers_are_built_once_per_config() -> None:
     """Every request for a breaker name returns the same shared instance."""
-    config = load_config({"breakers": {"db": {}}})
+    config = load_config({"policies": {"db": {}}, "breakers": {"db": {}}})
     breaker = config.breaker("db")
     assert isinstance(breaker, _FakeBreaker)
     assert breaker.name == "db"

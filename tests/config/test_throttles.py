@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -93,11 +94,15 @@ def test_throttles_in_a_yaml_file(tmp_path: Path) -> None:
 def test_overload_k_is_a_throttle_option_and_check_validates_it() -> None:
     """throttles.<name>.overload_k sets the overload term's multiplier; `retrymw check` accepts
     it and reports a bad one by its path, with the value and an example."""
-    config = load_config({"throttles": {"search": {"overload_k": 1.2}}})
+    search: dict[str, Any] = {"search": {}}  # the policy the throttle binds to
+    config = load_config({"policies": search, "throttles": {"search": {"overload_k": 1.2}}})
     assert config.throttle("search").statistics().overload_k == 1.2
-    assert load_config({"throttles": {"search": {}}}).throttle("search").statistics().overload_k
-    assert check_data({"throttles": {"search": {"overload_k": 1.2}}}).errors == []
-    bad = check_data({"throttles": {"search": {"overload_k": 0.5}}})
+    default = load_config({"policies": search, "throttles": {"search": {}}})
+    assert default.throttle("search").statistics().overload_k
+    assert (
+        check_data({"policies": search, "throttles": {"search": {"overload_k": 1.2}}}).errors == []
+    )
+    bad = check_data({"policies": search, "throttles": {"search": {"overload_k": 0.5}}})
     assert len(bad.errors) == 1
     message = bad.errors[0].message
     assert message.startswith("throttles.search.overload_k")
