@@ -8,11 +8,13 @@ N client processes at once against the same upstream: one whose budgets are shar
 summary compares their fleet amplification (attempts per call started during the outage,
 summed over the group) on equal terms.
 
-Each client is ``python -c`` running `retrymw.cli._fleet_member.member_main`: it prints
-``ready``, reads the common start time (wall clock) from stdin, runs its load until the end or
-SIGTERM, and prints its counts as one JSON line. The clients and redis-server run in their own
-sessions, so a Ctrl-C reaches the parent only; the parent stops them by pid (SIGTERM, then
-SIGKILL), on every exit.
+Each client is ``python -c`` running `retrymw.cli._fleet_member.member_main`: it reads its
+configuration (one JSON line) from stdin, prints ``ready``, reads the common start time (wall
+clock) from stdin, runs its load until the end or SIGTERM, and prints its counts as one JSON
+line. The configuration holds the Redis URL, credentials included: it goes through stdin
+because a command line is anyone's to read (``ps``, ``/proc/<pid>/cmdline``). The clients and
+redis-server run in their own sessions, so a Ctrl-C reaches the parent only; the parent stops
+them by pid (SIGTERM, then SIGKILL), on every exit.
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument(
         "--redis",
         metavar="URL",
+        # From the environment, a password stays off the command line, which `ps` shows.
+        default=os.environ.get("RETRYMW_REDIS_URL") or None,
         help="join this Redis or Valkey instead of starting one; without --fleet, this "
-        "process's budget and breaker are shared there (namespace demo): run several such demos",
+        "process's budget and breaker are shared there (namespace demo): run several such "
+        "demos (default: $RETRYMW_REDIS_URL, where a password stays off the command line)",
     )
 
 
@@ -91,6 +96,10 @@ def run_fleet(args: argparse.Namespace, script: UpstreamScript) -> int:
         import redis  # noqa: F401
     except ImportError as error:
         raise CliError(f"--fleet needs {error.name}: pip install 'retrymw[fleet,httpx]'") from None
+    if args.redis is not None:
+        from ..fleet._client import connect
+
+        connect(args.redis, timeout=1.0).close()  # a malformed URL: a ConfigError, redacted
     redis_process = None if args.redis else _redis_process()  # missing binary: fails here
     groups = [Group("shared budget (fleet)", True), Group("per-process budgets", False)]
     try:
@@ -178,6 +187,7 @@ class _Orchestra:
         namespace = f"demo-{uuid.uuid4().hex[:8]}"  # a fresh bucket for every run
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
         env = dict(os.environ)
+        env.pop("RETRYMW_REDIS_URL", None)  # the URL goes through stdin, to the shared group only
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         outage = self.script.outage
         for group in self.groups:
@@ -192,13 +202,16 @@ class _Orchestra:
                     "outage": None if outage is None else [outage.start, outage.duration],
                 }
                 process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", _MEMBER, json.dumps(config),
+                    sys.executable, "-c", _MEMBER,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     env=env,
                     start_new_session=True,
                 )  # fmt: skip
                 self.processes.append((group, process))
+                assert process.stdin is not None
+                process.stdin.write(f"{json.dumps(config)}\n".encode())
+                await process.stdin.drain()
         for _, process in self.processes:
             assert process.stdout is not None
             line = await asyncio.wait_for(process.stdout.readline(), _READY_TIMEOUT)

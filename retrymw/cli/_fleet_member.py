@@ -1,8 +1,10 @@
 """A client process of ``retrymw demo --fleet``: load through the transport, counts as JSON.
 
-`member_main` prints ``ready``, reads the common start time (wall clock) from stdin, calls the
-upstream at its rate until the end (or SIGTERM), and prints one JSON line: its calls and
-attempts, those of the calls started during the outage, and its fleet's health.
+`member_main` reads its configuration (one JSON line, with the Redis URL) from stdin, never
+from its command line, which ``ps`` shows to everyone; it prints ``ready``, reads the common
+start time (wall clock) from stdin, calls the upstream at its rate until the end (or SIGTERM),
+and prints one JSON line: its calls and attempts, those of the calls started during the outage,
+and its fleet's health.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ _EARLY_STOP: list[int] = []
 
 
 def member_main() -> None:
-    """A client process: wait for the start time, run the load, print the counts as JSON."""
-    config = json.loads(sys.argv[1])
+    """A client process: configuration and start time from stdin, the load, counts as JSON."""
+    config = json.loads(sys.stdin.readline())
     # A SIGTERM before the load starts (a Ctrl-C at the parent meanwhile) still gets a report.
     signal.signal(signal.SIGTERM, lambda signum, frame: _EARLY_STOP.append(signum))
     print("ready", flush=True)

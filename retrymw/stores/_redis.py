@@ -6,7 +6,7 @@ from typing import Any
 
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
-from .._core.redact import redact_text
+from .._core.redact import exception_text, redact_url
 from ._base import ResumeRecord, StoreError, keep_until, retention_of
 
 __all__ = ["RedisStore"]
@@ -83,14 +83,14 @@ class RedisStore:
             ) from None
         from ..fleet._client import connect
 
-        self._url = redact_text(url) if isinstance(url, str) else repr(url)
-        self._client = connect(url, timeout=seconds)
-
+        self._client = connect(url, timeout=seconds)  # a ConfigError shows the URL redacted
+        self._url = redact_url(url)  # the only form of it ever shown
         try:
             self._client.ping()
         except redis.RedisError as error:
             raise StoreError(
-                f"RedisStore cannot reach {self._url}: {type(error).__name__}: {error}; "
+                f"RedisStore cannot reach {self._url}: {type(error).__name__}: "
+                f"{exception_text(error)}; "
                 "expected a running Redis or Valkey such as 'redis://127.0.0.1:6379/0'"
             ) from None
         self._claim = self._client.register_script(_CLAIM)

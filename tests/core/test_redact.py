@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from retrymw._core.redact import (
@@ -70,6 +70,8 @@ def test_redact_text_never_raises(text: str) -> None:
 )
 def test_no_secret_survives_in_text(secret: str, key: str, frame: str) -> None:
     """A password or a sensitive query value inside a message never survives `redact_text`."""
+    # A secret that is part of the rest of the message (a key's name) cannot be told apart.
+    assume(secret not in frame.format(f"https://REDACTED:REDACTED@host.test/p?{key}=&page=2"))
     url = f"https://bob:{secret}@host.test/p?{key}={secret}&page=2"
     redacted = redact_text(frame.format(url))
     assert secret not in redacted
