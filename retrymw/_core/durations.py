@@ -17,6 +17,7 @@ _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs"
 _UNIT_RANK = {"h": 0, "m": 1, "s": 2, "ms": 3, "us": 4, "µs": 4, "ns": 5}
 # ASCII digits only: ``\d`` would also accept digits of other scripts (Arabic-Indic, ...).
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")
+_BARE_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _EXAMPLE = '"30s", "500ms", "2m30s" or "1h30m"'
 
 #: The longest duration retrymw accepts: 365 days (``"8760h"``). Every sleep retrymw can ask
@@ -87,8 +88,11 @@ def _parse_text(text: str, field: str) -> float:
     total = 0.0
     position = 0
     last_rank = -1
-    for match in _PART.finditer(compact):
-        if match.start() != position:
+    while position < len(compact):
+        # Anchored at the position and given up at the first mismatch: finditer would search
+        # on from every later position, quadratic on a long run of digits with no unit.
+        match = _PART.match(compact, position)
+        if match is None:
             break
         rank = _UNIT_RANK[match.group(2)]
         if rank <= last_rank:
@@ -99,7 +103,7 @@ def _parse_text(text: str, field: str) -> float:
     if position != len(compact) or last_rank < 0:
         problem = (
             "a bare number has no unit"
-            if re.fullmatch(r"[0-9]+(\.[0-9]+)?", compact)
+            if _BARE_NUMBER.fullmatch(compact)
             else "not a duration with units h, m, s, ms, us or ns"
         )
         raise ConfigError(field, text, problem, _EXAMPLE)

@@ -24,7 +24,10 @@ server said) with the header that asked, and ``x-should-retry``'s verdict:
 The rate-limit resets say when a *limit* refills, not that this response was refused for it, so
 each applies only when its own ``remaining`` counterpart says ``0``, or is absent on a 429.
 A zero, negative or past hint means "use the backoff"; garbage is ignored (logged at DEBUG) and
-never raises.
+never raises. A header value is outside input: a value longer than `MAX_HINT_LENGTH` is ignored
+unread, and every parser here also runs in time linear in its input (each pattern is matched
+once, anchored, and a loop stops at the first part that does not fit), so a hostile header
+costs no more than a real one.
 """
 
 from __future__ import annotations
@@ -35,14 +38,19 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 __all__ = [
     "EPOCH_THRESHOLD",
+    "MAX_HINT_LENGTH",
     "SHOULD_RETRY_HEADER",
     "WHITESPACE",
     "ServerHints",
+    "parse_delta_seconds",
     "parse_duration",
+    "parse_milliseconds",
+    "parse_ratelimit",
+    "parse_reset",
     "parse_retry_after",
     "parse_rfc3339",
     "read_hints",
@@ -107,7 +115,7 @@ def parse_retry_after(value: str, now_wall: float) -> float | None:
     except (ValueError, OverflowError, OSError):
         moment = None
     if moment is None:
-        _logger.debug("retrymw: ignoring unparseable Retry-After header %r", value[:100])
+        _logger.debug("ignoring unparseable Retry-After header %r", value[:100])
         return None
     delay = moment - now_wall
     return delay if delay > 0.0 else None
@@ -126,20 +134,33 @@ def _parse_http_date(text: str, now_wall: float) -> float | None:
         year += this_year - this_year % 100
         if year > this_year + 50:
             year -= 100
-    month = _MONTHS[match["month"].lower()]
+    return _unix_time(match, year, _MONTHS[match["month"].lower()])
+
+
+def _unix_time(match: re.Match[str], year: int, month: int) -> float | None:
+    """The Unix time a date pattern matched, or ``None`` when a field is out of range.
+
+    ``day``, ``hour``, ``minute``, ``second`` and ``zone`` are the match's groups: a zone is
+    absent or a name (UTC), or a numeric offset ``+hhmm`` / ``+hh:mm`` of at most 23:59. A
+    leap second reads as the second before it.
+    """
     day, hour, minute, second = (int(match[key]) for key in ("day", "hour", "minute", "second"))
     if not (
-        1 <= day <= calendar.monthrange(year, month)[1]
+        year >= 1  # calendar knows no year 0
+        and 1 <= month <= 12
+        and 1 <= day <= calendar.monthrange(year, month)[1]
         and hour <= 23
         and minute <= 59
         and second <= 60
     ):
         return None
-    # A leap second reads as the second before it.
     stamp = calendar.timegm((year, month, day, hour, minute, min(second, 59), 0, 0, 0))
-    zone = (match["zone"] or "gmt").lower()
+    zone = match["zone"] or "z"
     if zone[0] in "+-":
-        offset = int(zone[1:3]) * 3600 + int(zone[3:5]) * 60
+        hours, minutes = int(zone[1:3]), int(zone[-2:])
+        if hours > 23 or minutes > 59:
+            return None
+        offset = hours * 3600 + minutes * 60
         stamp -= offset if zone[0] == "+" else -offset
     return float(stamp)
 
@@ -153,6 +174,13 @@ SHOULD_RETRY_HEADER = "x-should-retry"
 #: value is Unix milliseconds (a Unix time in seconds reaches 1e12 in the year 33658).
 EPOCH_THRESHOLD = 1e9
 _EPOCH_MS_THRESHOLD = 1e12
+#: The longest header value a hint is read from. Real hints are short (an HTTP-date is 29
+#: characters, a RateLimit field with a few policies well under 200); a longer value is ignored
+#: unread and logged at DEBUG, so a hostile one costs a length check.
+MAX_HINT_LENGTH = 256
+# What `_get` answers for a value longer than MAX_HINT_LENGTH: like any value that is not
+# text, garbage to every reader (a reset whose counter is garbage does not apply).
+_TOO_LONG: Final = object()
 
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+", re.ASCII)
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|us|µs|ns|m|s)", re.ASCII)
@@ -191,16 +219,18 @@ def _decimal(value: str) -> float | None:
     return float(text) if _DECIMAL.fullmatch(text) else None
 
 
-def _milliseconds(value: str, now_wall: float) -> float | None:
+def parse_milliseconds(value: str, now_wall: float) -> float | None:
+    """``retry-after-ms``, ``x-amz-retry-after``: a decimal number of milliseconds, or None."""
     number = _decimal(value)
     return None if number is None else number / 1000.0
 
 
-def _delta_seconds(value: str, now_wall: float) -> float | None:
+def parse_delta_seconds(value: str, now_wall: float) -> float | None:
+    """``RateLimit-Reset``: a decimal number of seconds, or None."""
     return _decimal(value)
 
 
-def _reset_time(value: str, now_wall: float) -> float | None:
+def parse_reset(value: str, now_wall: float) -> float | None:
     """``X-RateLimit-Reset``: delta-seconds, or a Unix time (seconds or milliseconds)."""
     number = _decimal(value)
     if number is None:
@@ -225,12 +255,15 @@ def parse_duration(value: str, now_wall: float = 0.0) -> float | None:
         return bare
     total = 0.0
     position = 0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
+    while position < len(text):
+        # Anchored at the position and given up at the first mismatch: finditer would search
+        # on from every later position, quadratic on a long run of digits with no unit.
+        match = _DURATION_PART.match(text, position)
+        if match is None:
             return None
         total += float(match[1]) * _DURATION_UNITS[match[2]]
         position = match.end()
-    return total if position == len(text) else None
+    return total
 
 
 def parse_rfc3339(value: str, now_wall: float) -> float | None:
@@ -238,28 +271,15 @@ def parse_rfc3339(value: str, now_wall: float) -> float | None:
     match = _RFC3339.fullmatch(value.strip(WHITESPACE))
     if match is None:
         return None
-    year, month, day, hour, minute, second = (
-        int(match[key]) for key in ("year", "month", "day", "hour", "minute", "second")
-    )
-    if not (
-        1 <= month <= 12
-        and 1 <= day <= calendar.monthrange(year, month)[1]
-        and hour <= 23
-        and minute <= 59
-        and second <= 60
-    ):
+    stamp = _unix_time(match, int(match["year"]), int(match["month"]))
+    if stamp is None:
         return None
-    stamp = float(calendar.timegm((year, month, day, hour, minute, min(second, 59), 0, 0, 0)))
     if match["fraction"]:
         stamp += float(match["fraction"])
-    zone = match["zone"]
-    if zone not in "Zz":
-        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
-        stamp -= offset if zone[0] == "+" else -offset
     return stamp - now_wall
 
 
-def _ratelimit_field(value: str, now_wall: float, status: int) -> float | None:
+def parse_ratelimit(value: str, now_wall: float, status: int) -> float | None:
     """The ``RateLimit`` field: ``"default";r=0;t=30`` items, or ``remaining=0, reset=30``."""
     longest: float | None = None
     legacy: dict[str, str] = {}
@@ -287,21 +307,25 @@ def _longer(current: float | None, new: float | None) -> float | None:
     return new if current is None or (new is not None and new > current) else current
 
 
-def _exhausted(remaining: str | None, status: int) -> bool:
-    """Whether a limit whose ``remaining`` counter reads so is the one that refused the call."""
+def _exhausted(remaining: object, status: int) -> bool:
+    """Whether a limit whose ``remaining`` counter reads so is the one that refused the call.
+
+    An absent counter (``None``) counts as exhausted on a 429 only; garbage (not text, too
+    long, not a number) never does.
+    """
     if remaining is None:
         return status == 429
-    return _decimal(remaining) == 0.0
+    return isinstance(remaining, str) and _decimal(remaining) == 0.0
 
 
 Parser = Callable[[str, float], "float | None"]
 # (header, parser, the header of the "remaining" counter that makes it apply, or None if always)
 _DELAY_HEADERS: tuple[tuple[str, Parser, str | None], ...] = (
-    ("retry-after-ms", _milliseconds, None),
+    ("retry-after-ms", parse_milliseconds, None),
     ("retry-after", parse_retry_after, None),
-    ("x-amz-retry-after", _milliseconds, None),
-    ("ratelimit-reset", _delta_seconds, "ratelimit-remaining"),
-    ("x-ratelimit-reset", _reset_time, "x-ratelimit-remaining"),
+    ("x-amz-retry-after", parse_milliseconds, None),
+    ("ratelimit-reset", parse_delta_seconds, "ratelimit-remaining"),
+    ("x-ratelimit-reset", parse_reset, "x-ratelimit-remaining"),
     *(
         (f"x-ratelimit-reset-{limit}", parse_duration, f"x-ratelimit-remaining-{limit}")
         for limit in _OPENAI_LIMITS
@@ -320,7 +344,7 @@ _DELAY_HEADERS: tuple[tuple[str, Parser, str | None], ...] = (
 def should_retry(headers: Any) -> bool | None:
     """``x-should-retry``: True for ``true``, False for ``false`` (any case), else None."""
     try:
-        value = headers.get(SHOULD_RETRY_HEADER)
+        value = _get(headers, SHOULD_RETRY_HEADER)
     except Exception:  # hostile headers: no verdict
         return None
     if not isinstance(value, str):
@@ -346,25 +370,41 @@ def read_hints(headers: Any, status: int, now_wall: float) -> ServerHints:
     source: str | None = None
     try:
         for header, parse, remaining in _DELAY_HEADERS:
-            value = headers.get(header)
+            value = _get(headers, header)
             if value is None or (
-                remaining is not None and not _exhausted(headers.get(remaining), status)
+                remaining is not None and not _exhausted(_get(headers, remaining), status)
             ):
                 continue
             found = _read(header, parse, value, now_wall)
             if found is not None and (delay is None or found > delay):
                 delay, source = found, header
-        value = headers.get("ratelimit")
+        value = _get(headers, "ratelimit")
         if value is not None:
-            found = _ratelimit_field(value, now_wall, status) if isinstance(value, str) else None
+            found = parse_ratelimit(value, now_wall, status) if isinstance(value, str) else None
             if found is not None and found > 0.0 and (delay is None or found > delay):
                 delay, source = found, "ratelimit"
     except Exception:  # hostile headers (a get that raises): what was read so far stands
-        _logger.debug("retrymw: could not read the response's retry hints", exc_info=True)
+        _logger.debug("could not read the response's retry hints", exc_info=True)
     verdict = should_retry(headers)
     if delay is None and verdict is None:
         return NO_HINTS
     return ServerHints(delay, source, verdict)
+
+
+def _get(headers: Any, name: str) -> object:
+    """The value of header ``name`` as every hint reader sees it: ``None`` when absent, and
+    `_TOO_LONG` (garbage, like any value that is not text) when over `MAX_HINT_LENGTH`."""
+    value = headers.get(name)
+    if isinstance(value, str) and len(value) > MAX_HINT_LENGTH:
+        _logger.debug(
+            "ignoring a %s header of %d characters (hints are at most %d): %r...",
+            name,
+            len(value),
+            MAX_HINT_LENGTH,
+            value[:32],
+        )
+        return _TOO_LONG
+    return value
 
 
 def _read(header: str, parse: Parser, value: object, now_wall: float) -> float | None:
@@ -376,7 +416,7 @@ def _read(header: str, parse: Parser, value: object, now_wall: float) -> float |
         found = None
     if found is None:
         if parse is not parse_retry_after:  # which logs its own
-            _logger.debug("retrymw: ignoring unparseable %s header %r", header, value[:100])
+            _logger.debug("ignoring unparseable %s header %r", header, value[:100])
         return None
     if math.isnan(found) or found <= 0.0:
         return None
