@@ -168,7 +168,7 @@ class ResumableRun:
             else f"; budget expires in {record.expires_at - now:.3g}s"
         )
         _logger.warning(
-            "retrymw: %s resumed after %d attempt(s) and %.3gs of backoff in earlier processes%s%s",
+            "%s resumed after %d attempt(s) and %.3gs of backoff in earlier processes%s%s",
             self._policy.name,
             record.attempts,
             record.delay_so_far,
@@ -263,7 +263,7 @@ class ResumableRun:
         except Exception as error:
             self._broken = True
             _logger.warning(
-                "retrymw: resume store %s failed during %s (%s: %s); "
+                "resume store %s failed during %s (%s: %s); "
                 "the call goes on with its state in memory",
                 safe_repr(self._store, 120),
                 what,

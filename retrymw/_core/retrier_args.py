@@ -1,4 +1,5 @@
-"""What `Retrier` accepts: the argument types, their checks, and the listeners it registers.
+"""What `Retrier` accepts: the argument types, their checks, the protection made when an
+argument is not given, and the listeners it registers.
 
 Kept apart from `retrier` so that the constructor's refusals (each naming the argument, its
 value and an accepted example) and the protection listeners read as one concept.
@@ -6,9 +7,10 @@ value and an accepted example) and the protection listeners read as one concept.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from random import Random
-from typing import Any
+from typing import Any, Literal, overload
 
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
@@ -20,7 +22,7 @@ from .events import BreakerStateChanged
 from .instruments import Dispatch, Instrument
 from .policy import RetryPolicy
 
-__all__ = ["BreakerArg", "BudgetArg", "ThrottleArg"]
+__all__ = ["BreakerArg", "BudgetArg", "ThrottleArg", "default_budget", "reset_default_protection"]
 
 #: What ``breaker=``, ``budget=`` and ``throttle=`` accept: one instance, used as it is for
 #: every call, or a `PerTarget` of one (an instance per HTTP host or operation), or ``None``.
@@ -30,6 +32,49 @@ ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
 _DEFAULT: Any = object()
 _NOT_GIVEN: Any = object()
+
+# -- protection made by default ------------------------------------------------------------------
+
+#: Every budget made because ``budget=`` was not given, held weakly: `reset_default_protection`
+#: makes them fresh (a decorator's budget lives as long as its module, and so spans tests).
+_MADE_BY_DEFAULT: weakref.WeakSet[RetryBudget | PerTarget[RetryBudget]] = weakref.WeakSet()
+
+
+@overload
+def default_budget(clock: Clock, *, per_target: Literal[False] = False) -> RetryBudget: ...
+
+
+@overload
+def default_budget(clock: Clock, *, per_target: Literal[True]) -> PerTarget[RetryBudget]: ...
+
+
+def default_budget(
+    clock: Clock, *, per_target: bool = False
+) -> RetryBudget | PerTarget[RetryBudget]:
+    """The budget of a `Retrier` (one) or transport (``per_target``: one per host) given no
+    ``budget=``, remembered so that `reset_default_protection` reaches it."""
+    budget = RetryBudget(clock=clock)
+    made: RetryBudget | PerTarget[RetryBudget] = PerTarget(budget) if per_target else budget
+    _MADE_BY_DEFAULT.add(made)
+    return made
+
+
+def reset_default_protection() -> None:
+    """Make every protection retrymw made by default as if new, in place.
+
+    The budgets of retriers and transports built without ``budget=`` (a `PerTarget`'s live
+    instances each; its template is only ever cloned). What the user gave is never touched.
+    For tests (the pytest plugin's ``retrymw_fresh_protection``): no test inherits the
+    tokens another spent.
+    """
+    for protection in list(_MADE_BY_DEFAULT):
+        if isinstance(protection, PerTarget):
+            for target in list(protection):
+                instance = protection.get(target)
+                if instance is not None:  # evicted meanwhile
+                    instance.reset()
+        else:
+            protection.reset()
 
 
 def _sync_timeout_error(timeout: float) -> ConfigError:

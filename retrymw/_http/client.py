@@ -15,24 +15,49 @@ import functools
 from typing import Any
 
 from .._core.errors import ConfigError
+from .._core.instruments import Instrument
 from .._core.policy import RetryPolicy
 from .._core.retrier import Retrier
+from ..instrumentation import default_instruments
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour, flavour_of
 from .limits import bound_transport
+from .sdk import helper_count
 from .semantics import (
     HELPER_EXTENSION,
     POLICY_EXTENSION,
     REPLAY_LIMIT,
     PolicyResolver,
     http_policy,
-    sdk_retry_count,
 )
 
 __all__ = ["HELPER_EXTENSION", "request", "request_sync"]
 
-_helper_retrier: Retrier | None = None
+
+class _DefaultRetrier:
+    """The `Retrier` of the helpers called without ``retrier=``, one per process.
+
+    It is built again when the default instruments change (`set_default_instruments`), so
+    that they hear the helpers' calls as they hear every object built afterwards; its budget
+    is a default one, which the pytest plugin refills between tests.
+    """
+
+    __slots__ = ("_instruments", "_retrier")
+
+    def __init__(self) -> None:
+        self._instruments: tuple[Instrument, ...] | None = None
+        self._retrier: Retrier | None = None
+
+    def get(self) -> Retrier:
+        instruments = default_instruments()
+        if self._retrier is None or instruments is not self._instruments:
+            self._retrier = Retrier(http_policy(), instruments=instruments)
+            self._instruments = instruments
+        return self._retrier
+
+
+_default_retrier = _DefaultRetrier()
 
 
 def _helper_setup(
@@ -44,12 +69,9 @@ def _helper_setup(
     kwargs: dict[str, Any],
 ) -> tuple[Any, dict[str, Any], Retrier, RetryPolicy, Flavour]:
     """Build the request; return it, ``client.send``'s arguments, retrier, policy, flavour."""
-    global _helper_retrier
     flavour = flavour_of(client, "client")
     if retrier is None:
-        if _helper_retrier is None:
-            _helper_retrier = Retrier(http_policy())
-        retrier = _helper_retrier
+        retrier = _default_retrier.get()
     elif not isinstance(retrier, Retrier):
         raise ConfigError(
             "retrier", retrier, "must be a Retrier or None", "Retrier(RetryPolicy(attempts=3))"
@@ -105,7 +127,7 @@ async def request(
         client, method, url, policy, retrier, kwargs
     )
     replayable = await buffer_async(built, REPLAY_LIMIT, flavour.module)
-    count = sdk_retry_count(built.headers)
+    count = helper_count(built.headers)
     call = HttpCall(retrier, built, resolved, replayable, flavour, sdk_count=count)
     return await drive_async(call, functools.partial(client.send, **send_kwargs))
 
@@ -136,6 +158,6 @@ def request_sync(
         find = getattr(client, "_transport_for_url", None)
         bound_transport(find(built.url) if find is not None else None)
     replayable = buffer_sync(built, REPLAY_LIMIT, flavour.module)
-    count = sdk_retry_count(built.headers)
+    count = helper_count(built.headers)
     call = HttpCall(retrier, built, resolved, replayable, flavour, sdk_count=count)
     return drive_sync(call, functools.partial(client.send, **send_kwargs))

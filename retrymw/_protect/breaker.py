@@ -441,4 +441,4 @@ def _notify(listener: Listener, event: BreakerStateChanged) -> None:
         listener(event)
     except Exception:
         # A listener is telemetry: it must never break the breaker or the call.
-        _logger.exception("retrymw: breaker listener %r failed on %r", listener, event)
+        _logger.exception("breaker listener %r failed on %r", listener, event)

@@ -182,28 +182,46 @@ class RetryBudget:
         ):
             raise ConfigError("floor_credit", shown(floor_credit), "must be an integer >= 0", "2")
         self._floor_credit = floor_credit
-        # Until the first success nothing is known: a fresh budget lends its whole floor.
-        self._credit = math.inf
         self._window = bounded_duration(window, "window", '"10s"')
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._lock = threading.Lock()
+        self._share: Any = None  # a fleet's share (retrymw.fleet), deciding instead of the bucket
+        self._slot_width = self._window / _SLOTS
+        self._start_fresh()
+        after_fork_in_child(self)
+
+    def _start_fresh(self) -> None:
+        """The state of a new budget: ``min_capacity`` tokens, nothing counted, an empty window."""
+        # Until the first success nothing is known: a fresh budget lends its whole floor.
+        self._credit = math.inf
         # record_success() only counts; _fold() takes the count under the lock.
         self._successes = LazyCount()
         self._balance = self._min_capacity
         self._acquired = 0
         self._denied = 0
-        self._share: Any = None  # a fleet's share (retrymw.fleet), deciding instead of the bucket
         # What `record_success` does, as a callable the plain success path calls without a Python
         # frame: the counter's own step while no fleet shares the budget.
-        self._count_success: Callable[[], object] = self._successes.__next__
-        self._slot_width = self._window / _SLOTS
+        self._count_success: Callable[[], object] = (
+            self._successes.__next__ if self._share is None else self._count_shared_success
+        )
         self._slots = [0.0] * _RING
         self._in_window = 0.0
         now = self._clock.now()
         self._epoch = math.floor(now / self._slot_width)
         self._epoch_end = (self._epoch + 1) * self._slot_width
         self._last_fold = now
-        after_fork_in_child(self)
+
+    def reset(self) -> None:
+        """Return to the state of a new budget with these settings, in place.
+
+        Whoever holds the budget (a `Retrier`, a transport, a gauge) sees it fresh; a fleet's
+        share, if any, is kept. The testing kit's ``retrymw_fresh_protection`` uses it on the
+        budgets retrymw made by default, so that no test inherits what another spent.
+
+        .. versionadded:: 0.3
+        """
+        with self._lock:
+            self._start_fresh()
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()

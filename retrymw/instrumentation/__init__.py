@@ -76,7 +76,7 @@ def _create_optional(name: str) -> Instrument | None:
     except Exception:
         # Telemetry never breaks the code it observes, not even at construction.
         logging.getLogger("retrymw").exception(
-            "retrymw: could not create the default %s; continuing without it", name
+            "could not create the default %s; continuing without it", name
         )
         return None
     return instrument

@@ -1,4 +1,9 @@
-"""`LoggingInstrument`: one WARNING line per scheduled retry, one per give-up and transition."""
+"""`LoggingInstrument`: one WARNING line per scheduled retry, one per give-up and transition.
+
+Also the rule every log line of retrymw follows: a message never names retrymw itself, the
+logger's name does (``%(name)s: %(message)s`` reads ``retrymw: ...`` once); `NamedLastResort`
+keeps that true when logging is not configured at all.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,70 @@ from .._core.events import BreakerStateChanged, RetryDenied, RetryScheduled
 from .._core.instruments import Instrument
 from .._core.redact import redact_text, safe_str
 
-__all__ = ["LoggingInstrument"]
+__all__ = ["LoggingInstrument", "NamedLastResort"]
 
 _MAX_MESSAGE = 200
 
 
+class NamedLastResort(logging.Handler):
+    """Python's last resort for the ``retrymw`` logger's records, with the logger's name.
+
+    When no handler is configured anywhere, Python writes a WARNING record's bare message to
+    stderr (`logging.lastResort`). retrymw's messages leave their origin to the logger's name,
+    so on that path they would not say where they came from; this handler, on the ``retrymw``
+    logger, writes what the last resort would, as ``retrymw: <message>``. It writes nothing
+    once any other handler would see the record (``basicConfig``, ``dictConfig``, pytest's log
+    capture), nor when the last resort is turned off (``logging.lastResort = None``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` to stderr if the last resort would have, else nothing."""
+        last_resort = logging.lastResort
+        if last_resort is None or record.levelno < last_resort.level:
+            return
+        if self._others_handle(logging.getLogger(record.name)):
+            return
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # as the last resort does: logging never raises into the caller
+            self.handleError(record)
+
+    def _others_handle(self, logger: logging.Logger) -> bool:
+        """Whether a handler other than this one is on ``logger`` or the loggers it
+        propagates to (as `logging.Logger.callHandlers` walks them)."""
+        current: logging.Logger | None = logger
+        while current is not None:
+            if any(handler is not self for handler in current.handlers):
+                return True
+            if not current.propagate:
+                return False
+            current = current.parent
+        return False
+
+
+def _install_last_resort() -> None:
+    """Put one `NamedLastResort` on the ``retrymw`` logger (once, even if reimported)."""
+    logger = logging.getLogger("retrymw")
+    if not any(handler.get_name() == "retrymw.last_resort" for handler in logger.handlers):
+        handler = NamedLastResort()
+        handler.set_name("retrymw.last_resort")
+        logger.addHandler(handler)
+
+
+_install_last_resort()
+
+
 class LoggingInstrument(Instrument):
     """Logs retries, give-ups and breaker transitions through the standard `logging` module.
+
+    Messages do not name retrymw: the logger's name does, so ``%(name)s: %(message)s`` reads
+    ``retrymw: GET api.example.com attempt 1/3 failed with status 503; retrying in 1s``, and so
+    does stderr when logging is not configured at all (`NamedLastResort`).
 
     Args:
         logger: where to log; ``logging.getLogger("retrymw")`` by default.
@@ -43,7 +105,7 @@ class LoggingInstrument(Instrument):
             else f" (server asked for {_seconds(event.retry_after)})"
         )
         self.logger.warning(
-            "retrymw: %s attempt %d/%d failed with %s; retrying in %s%s",
+            "%s attempt %d/%d failed with %s; retrying in %s%s",
             _subject(event.operation, event.target),
             event.attempt,
             event.max_attempts,
@@ -62,7 +124,7 @@ class LoggingInstrument(Instrument):
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Log ``<operation> giving up after attempt k/n (<reason>)``."""
         self.logger.warning(
-            "retrymw: %s giving up after attempt %d/%d with %s: %s",
+            "%s giving up after attempt %d/%d with %s: %s",
             _subject(event.operation, event.target),
             event.attempt,
             event.max_attempts,
@@ -80,7 +142,7 @@ class LoggingInstrument(Instrument):
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Log a circuit transition."""
         self.logger.warning(
-            "retrymw: circuit %s changed from %s to %s",
+            "circuit %s changed from %s to %s",
             event.circuit,
             event.previous_state,
             event.state,

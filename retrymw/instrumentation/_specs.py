@@ -45,6 +45,14 @@ class MetricSpec:
         """The OTel attribute keys matching `labels`."""
         return tuple(ATTRIBUTE_OF_LABEL[label] for label in self.labels)
 
+    @property
+    def series(self) -> int:
+        """Exposition series one label set adds: a histogram's buckets (``+Inf`` too),
+        ``_count``, ``_sum`` and ``_created``; a counter's ``_total`` and ``_created``; a gauge."""
+        if self.kind == "histogram":
+            return len(self.buckets or ()) + 4
+        return 2 if self.kind == "counter" else 1
+
 
 _UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")

@@ -30,6 +30,7 @@ __all__ = [
     "ATTR_HTTP_RESEND_COUNT",
     "ATTR_HTTP_STATUS_CODE",
     "ATTR_MAX_ATTEMPTS",
+    "ATTR_METRIC_OVERFLOW",
     "ATTR_NETWORK_PROTOCOL_VERSION",
     "ATTR_OUTCOME",
     "ATTR_POLICY",
@@ -76,6 +77,7 @@ __all__ = [
     "LABEL_TARGET",
     "MAX_ERROR_TYPES",
     "MAX_ROUTES",
+    "MAX_SERIES",
     "MAX_TARGETS",
     "OUTCOMES",
     "OVERFLOW",
@@ -108,6 +110,10 @@ OVERFLOW = "_other"
 #: Distinct ``error_type`` values kept; later ones become `ERROR_TYPE_OVERFLOW` (semconv's own).
 MAX_ERROR_TYPES = 50
 ERROR_TYPE_OVERFLOW = "_OTHER"
+#: Exposition series one registry's (or meter provider's) retrymw metrics ever hold, whatever
+#: the policies, targets and error types: a record whose own series would not fit is reported
+#: under its policy's `OVERFLOW` target, else under `OVERFLOW` for both (`_cardinality`).
+MAX_SERIES = 20_000
 
 #: How an inbound request came, by its caller's attempt header (`retrymw.server`): a first
 #: attempt, a retry, or no (or an unreadable) header.
@@ -187,6 +193,9 @@ ATTR_HTTP_RESEND_COUNT = "http.request.resend_count"
 ATTR_URL_SCHEME = "url.scheme"
 #: The response's HTTP version: "1.1", "2", "3" (attempt span and http.client.request.duration).
 ATTR_NETWORK_PROTOCOL_VERSION = "network.protocol.version"
+#: The OpenTelemetry SDK's attribute for a metric's overflow point (its cardinality limit):
+#: ``http.client.request.duration`` records with it alone once new ones pass `MAX_SERIES`.
+ATTR_METRIC_OVERFLOW = "otel.metric.overflow"
 
 # Exception events (semconv), written by retrymw itself so that message and stack trace are
 # redacted and a failing ``__str__`` cannot break them.

@@ -33,6 +33,10 @@ def werkzeug_route(environ: Environ) -> str | None:
 class RetryLayerWSGIMiddleware:
     """WSGI twin of `RetryLayerMiddleware`: same metric, context and ``x-should-retry``.
 
+    Each request starts afresh for the transports' SDK retry-count checks, even on a worker
+    thread that served another one before: a count a handler relays is never taken for the
+    SDK retrying a call an earlier request made.
+
     A handler that raises after a downstream retrymw call gave up for good is answered here
     with a 500 and ``x-should-retry: false`` (the error is logged on the ``retrymw`` logger);
     any other error goes on to the server. Frameworks that turn errors into 500 responses
@@ -93,7 +97,7 @@ class RetryLayerWSGIMiddleware:
         except Exception:
             if started or not inbound.final:
                 raise
-            logger.exception("retrymw: the handler failed after a downstream call gave up")
+            logger.exception("the handler failed after a downstream call gave up")
             body = b"Internal Server Error"
             start_marked(
                 "500 Internal Server Error",

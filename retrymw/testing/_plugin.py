@@ -1,17 +1,22 @@
 """retrymw's pytest plugin: fixtures for testing code that retries.
 
 Loaded automatically when retrymw is installed (the ``pytest11`` entry point ``retrymw``); turn
-it off with ``-p no:retrymw``. Nothing happens unless a test asks for a fixture by name, so a
-suite that never does runs exactly as without the plugin. Every fixture works in sync tests and
-under pytest-asyncio (strict or auto mode) and anyio's plugin (asyncio or trio).
+it off with ``-p no:retrymw``. Nothing happens unless a test asks for a fixture by name (or the
+suite sets the ``retrymw_fresh_protection`` ini option), so a suite that does neither runs
+exactly as without the plugin. Every fixture works in sync tests and under pytest-asyncio
+(strict or auto mode) and anyio's plugin (asyncio or trio).
 
 - ``retrymw_instant``: every retry waits 0 s (`retrymw.testing.instant`, for every task);
 - ``retrymw_clock``: a `FakeClock` that every retrymw object without ``clock=`` uses;
 - ``retrymw_loop_clock``: a `LoopClock`, which asyncio's loop runs on too, so ``asyncio.sleep``
   in the code under test and retrymw's waits move together, in virtual time;
 - ``retrymw_recorder``: a `Recorder` among the default instruments, with ``assert_call``;
+- ``retrymw_fresh_protection``: the protection retrymw made by default (the budget of every
+  retrier and transport built without ``budget=``, a module-level ``@retry``'s included) is as
+  if new when the test starts; ``retrymw_fresh_protection = true`` in the ini file gives it to
+  every test of the suite;
 - ``retrymw_reset``: what the others build on: the default instruments, clock, instant switch
-  and cached helper retrier are put back after the test.
+  and cached helper retrier are put back after the test, and default protection is fresh.
 
 .. versionadded:: 0.2
 """
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,40 +33,70 @@ import sniffio
 
 from .. import instrumentation
 from .._core import clock as _clock
+from .._core.retrier_args import reset_default_protection
 from ._clocks import LoopClock, use_clock
 from ._fakes import FakeClock
 from ._recorder import Recorder
 
 __all__ = [
+    "pytest_addoption",
     "retrymw_clock",
+    "retrymw_fresh_protection",
     "retrymw_instant",
     "retrymw_loop_clock",
     "retrymw_recorder",
     "retrymw_reset",
 ]
 
+#: The ini option that gives every test of a suite `retrymw_fresh_protection`.
+FRESH_PROTECTION_INI = "retrymw_fresh_protection"
 
-def _forget_cached_retriers() -> None:
-    # The request helpers keep one default Retrier (and so one retry budget) per process: a test
-    # that drains it must not leave the next test without retries.
-    client = sys.modules.get("retrymw._http.client")
-    if client is not None:
-        client._helper_retrier = None  # type: ignore[attr-defined]
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ``retrymw_fresh_protection`` ini option (off by default)."""
+    parser.addini(
+        FRESH_PROTECTION_INI,
+        "give every test the retrymw_fresh_protection fixture: default retry budgets as if new",
+        type="bool",
+        default=False,
+    )
 
 
 @pytest.fixture
 def retrymw_reset() -> Iterator[None]:
-    """Put retrymw's process-wide defaults back as they were after the test."""
+    """Put retrymw's process-wide defaults back as they were after the test; default
+    protection is fresh before and after it."""
     instruments = instrumentation._defaults
     default_clock, everywhere = _clock._default_clock, _clock._instant_everywhere
-    _forget_cached_retriers()
+    reset_default_protection()
     try:
         yield
     finally:
         instrumentation.set_default_instruments(instruments)
         _clock.replace_default_clock(default_clock)
         _clock.set_instant_everywhere(everywhere)
-        _forget_cached_retriers()
+        reset_default_protection()
+
+
+@pytest.fixture
+def retrymw_fresh_protection() -> Iterator[None]:
+    """The protection retrymw made by default is as if new for the test, and again after it.
+
+    That is the budget of every `Retrier` and transport built without ``budget=``, including a
+    module-level ``@retry``'s, built once at import and so shared by every test: without this,
+    the tests that run first spend its tokens and later ones are denied retries. Protection
+    the code under test was given (``budget=``, ``breaker=``, ``throttle=``) is left alone.
+    """
+    reset_default_protection()
+    yield
+    reset_default_protection()
+
+
+@pytest.fixture(autouse=True)
+def _retrymw_fresh_protection_for_the_suite(request: pytest.FixtureRequest) -> None:
+    """Every test gets `retrymw_fresh_protection` when the ini option says so."""
+    if request.config.getini(FRESH_PROTECTION_INI):
+        request.getfixturevalue("retrymw_fresh_protection")
 
 
 @pytest.fixture

@@ -500,8 +500,8 @@ async def test_logging_instrument_lines(clock: FakeClock, caplog: pytest.LogCapt
         await retrier.call(pay)
     messages = [record.getMessage() for record in caplog.records]
     assert messages == [
-        "retrymw: pay attempt 1/2 failed with ConnectionError: connection reset; retrying in 1s",
-        "retrymw: pay giving up after attempt 2/2 with ConnectionError: max_attempts",
+        "pay attempt 1/2 failed with ConnectionError: connection reset; retrying in 1s",
+        "pay giving up after attempt 2/2 with ConnectionError: max_attempts",
     ]
     assert caplog.records[0].retrymw_delay == 1.0  # type: ignore[attr-defined]
 
@@ -696,10 +696,7 @@ async def test_logging_keeps_one_line_per_retry(
     with caplog.at_level(logging.WARNING, logger="retrymw"):
         assert await retrier.call(noisy) == "ok"
     (message,) = [record.getMessage() for record in caplog.records]
-    assert (
-        message
-        == "retrymw: noisy attempt 1/2 failed with ConnectionError: first line; retrying in 135ms"
-    )
+    assert message == "noisy attempt 1/2 failed with ConnectionError: first line; retrying in 135ms"
 
 
 # -- review fixes: argument checks, outcomes and notes ------------------------------------------

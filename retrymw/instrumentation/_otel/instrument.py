@@ -36,7 +36,14 @@ from ..._core.instruments import Instrument
 from .. import _names as names
 from .attempts import end_attempt_span, first_attempt_finished, semconv_attributes
 from .live import live_gauges
-from .meters import NO_EXEMPLAR, _args, _AttributeSets, _histogram, _observe_fleet
+from .meters import (
+    HTTP_OVERFLOW,
+    NO_EXEMPLAR,
+    _args,
+    _AttributeSets,
+    _histogram,
+    _observe_fleet,
+)
 from .support import (
     _ERROR,
     ATTEMPT_SPAN_PREFIX,
@@ -84,7 +91,9 @@ class OpenTelemetryInstrument(Instrument):
 
     The metrics are those of `PrometheusInstrument`, named so that OTel's Prometheus translation
     yields the same names; calls and attempts are counted by the duration histograms' counts
-    (two records per attempt and call would double the cost of the same number).
+    (two records per attempt and call would double the cost of the same number). Their labels
+    are capped as there, per meter provider, and so is the total: at most 20 000 series
+    (``MAX_SERIES``, ``http.client.request.duration`` included) once exported to Prometheus.
 
     For HTTP, each attempt's W3C trace context is injected into the request headers, so the
     server sees the attempt span as its parent. Each attempt is also recorded in the
@@ -146,10 +155,10 @@ class OpenTelemetryInstrument(Instrument):
         self._http_attributes: ContextVar[dict[str, Any] | None] = ContextVar(
             "retrymw_otel_http", default=None
         )
-        self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self._error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
-        self._attributes = _AttributeSets(self._live, self._target, self._error_type)
+        # The label caps and the series bound are the provider's, shared by its instruments.
+        self._bounds = self._live.bounds
+        self._error_type = self._bounds.error_type
+        self._attributes = _AttributeSets(self._live)
         # The global providers are asked for when needed: they may be set later.
         self._traces = _ProviderWatch(
             tracer_provider,
@@ -301,9 +310,8 @@ class OpenTelemetryInstrument(Instrument):
             if http is not None:
                 self._http_attributes.set(None)
                 version = _protocol_version(event.result)
-                self._http_duration.record(
-                    event.duration, semconv_attributes(http, event, version, self._error_type)
-                )
+                semconv = semconv_attributes(http, event, version, self._error_type)
+                self._http_duration.record(event.duration, self._http_bounded(semconv))
         call = self._call.get()
         if call is not None and call.first_attempt_at is not None:
             first_attempt_finished(self._tracer, call, event)
@@ -408,7 +416,7 @@ class OpenTelemetryInstrument(Instrument):
             names.ATTR_CIRCUIT_STATE: event.state,
         }
         if self._meters.active or self._meters():
-            circuit = self._circuit(event.circuit)
+            circuit = self._bounds.circuit_label(event.circuit)
             self._transitions.add(1, {**change, names.ATTR_CIRCUIT: circuit})
             for state in names.CIRCUIT_STATES:
                 self._circuit_state.set(
@@ -418,6 +426,14 @@ class OpenTelemetryInstrument(Instrument):
         span = self._call_span_now()
         if span is not None:
             span.add_event(names.EVENT_CIRCUIT_STATE_CHANGE, change)
+
+    def _http_bounded(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        """``attributes`` while their series fit the bound, else the SDK's own overflow set:
+        ``server.address`` has a value per host."""
+        key = (names.HTTP_CLIENT_REQUEST_DURATION, *sorted(attributes.items()))
+        if self._bounds.admit(key, names.ATTEMPT_DURATION.series):
+            return attributes
+        return HTTP_OVERFLOW
 
     def __repr__(self) -> str:
         return (

@@ -20,6 +20,7 @@ from opentelemetry import metrics
 
 from ..._core.forks import ForkSafeLock
 from .. import _names as names
+from .._cardinality import Cardinality
 from .._protection_live import (
     BREAKER_READERS,
     BUDGET_READERS,
@@ -37,7 +38,8 @@ _Source = tuple[weakref.ref[Any], Reader]
 
 
 class LiveGauges:
-    """The announced objects of the instruments that share one meter, and their gauges.
+    """The announced objects of the instruments that share one meter, their gauges, and the
+    label caps and series bound of every record those instruments make (`bounds`).
 
     Built by `live_gauges`, which creates the observable gauges once per meter provider: the
     SDK hands a second instrument of the same name the first one's instrument (and keeps
@@ -47,8 +49,8 @@ class LiveGauges:
 
     def __init__(self) -> None:
         self._lock = ForkSafeLock()
-        self._target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self._circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self.bounds = Cardinality()
+        self._target = self.bounds.target
         # spec -> label values (in spec.labels order) -> source. A later object for the same
         # series replaces the earlier one, as a Prometheus gauge's later set_function does.
         self._series: dict[names.MetricSpec, dict[tuple[str, ...], _Source]] = {
@@ -77,13 +79,18 @@ class LiveGauges:
         kind = kind_of(subject)
         if kind == "policy":
             values = policy_info(subject)
+            if not self.bounds.admit(("policy", values[0]), names.POLICY_INFO.series):
+                return  # past the series bound: a new policy's settings are not exported
             with self._lock:
                 self._policies[values[0]] = values[1:]  # one series per policy name
         elif kind == "breaker":
             self._breaker(subject)
         elif kind is not None:
             if raw_target:
-                self._wire(policy, self._target(raw_target), subject, kind)
+                target = self._target(raw_target)
+                # A target's own object never stands for every target past the cap.
+                if target != names.OVERFLOW:
+                    self._wire(policy, target, subject, kind)
                 return
             with self._lock:
                 refs = self.shared.setdefault(policy, [])
@@ -113,6 +120,9 @@ class LiveGauges:
 
     def _wire(self, policy: str, target: str, subject: object, kind: str | None) -> None:
         readers = BUDGET_READERS if kind == "budget" else THROTTLE_READERS
+        for spec, _ in readers:
+            if self.bounds.place(policy, target, 0, (spec.otel,), spec.series) != (policy, target):
+                return  # its series would not fit
         ref = weakref.ref(subject)
         with self._lock:
             for spec, read in readers:
@@ -121,7 +131,7 @@ class LiveGauges:
     def _breaker(self, breaker: Any) -> None:
         # A circuit is its own label: the target plays no part. Its threshold reads NaN while
         # the rate rule is off, so that series is never reported then.
-        circuit = (self._circuit(breaker.name),)
+        circuit = (self.bounds.circuit_label(breaker.name),)
         ref = weakref.ref(breaker)
         with self._lock:
             for spec, read in BREAKER_READERS:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.context import Context
@@ -26,23 +26,35 @@ __all__: list[str] = []  # private helpers of `_otel.instrument`
 _ATTRIBUTE_SETS_KEPT = 4096
 
 
+#: The series each kind of attribute set is recorded in, by the key it adds to policy and
+#: target: none (the backoff histogram and the budget gauge), the attempt outcome (the attempt
+#: histogram), the call outcome (the call and attempts histograms), the reason (the counter).
+_SERIES_OF_KEY: dict[str | None, int] = {
+    None: names.BACKOFF_DURATION.series + names.RETRY_BUDGET_AVAILABLE.series,
+    names.ATTR_ATTEMPT_OUTCOME: names.ATTEMPT_DURATION.series,
+    names.ATTR_OUTCOME: names.CALL_DURATION.series + names.CALL_ATTEMPTS.series,
+    names.ATTR_REASON: names.RETRIES_DENIED.series,
+}
+
+#: ``http.client.request.duration``'s attributes once new ones no longer fit the series bound:
+#: the OpenTelemetry SDK's own overflow attribute set.
+HTTP_OVERFLOW: dict[str, Any] = {names.ATTR_METRIC_OVERFLOW: True}
+
+
 class _AttributeSets:
     """The attributes of `OpenTelemetryInstrument`'s metric records, each combination built once.
 
     One dict is shared by every record that has it (up to `_ATTRIBUTE_SETS_KEPT` combinations):
     never changed once built, since an SDK may keep what it was given (OpenTelemetry's copies
-    it). ``live`` learns of every (policy, target) a record names; ``target`` and
-    ``error_type`` cap those labels.
+    it). ``live`` learns of every (policy, target) a record names, and its ``bounds`` caps the
+    labels and place each combination within the series bound (`Cardinality.place`).
     """
 
-    __slots__ = ("_error_type", "_live", "_sets", "_target")
+    __slots__ = ("_bounds", "_live", "_sets")
 
-    def __init__(
-        self, live: LiveGauges, target: Callable[[str], str], error_type: Callable[[str], str]
-    ) -> None:
+    def __init__(self, live: LiveGauges) -> None:
         self._live = live
-        self._target = target
-        self._error_type = error_type
+        self._bounds = live.bounds
         self._sets: dict[tuple[str, str, str | None, str | None, str | None], dict[str, str]] = {}
 
     def __call__(
@@ -53,18 +65,23 @@ class _AttributeSets:
         value: str | None = None,
         error_type: str | None = None,
     ) -> dict[str, str]:
-        """The policy, the target (capped), ``key`` set to ``value`` if given, and
-        ``error.type`` (capped) if given."""
+        """The policy and the target (capped, or moved to an overflow series past the series
+        bound), ``key`` set to ``value`` if given, and ``error.type`` (capped) if given."""
         if self._live.shared:  # a budget or throttle shared by the policy serves this target
             self._live.saw(policy, target)
         combination = (policy, target, key, value, error_type)
         attributes = self._sets.get(combination)
         if attributes is None:
-            attributes = {names.ATTR_POLICY: policy, names.ATTR_TARGET: self._target(target)}
+            bounds = self._bounds
+            error = None if error_type is None else bounds.error_type(error_type)
+            placed_policy, placed_target = bounds.place(
+                policy, bounds.target(target), 0, (key, value, error), _SERIES_OF_KEY[key]
+            )
+            attributes = {names.ATTR_POLICY: placed_policy, names.ATTR_TARGET: placed_target}
             if key is not None and value is not None:
                 attributes[key] = value
-            if error_type is not None:
-                attributes[names.ATTR_ERROR_TYPE] = self._error_type(error_type)
+            if error is not None:
+                attributes[names.ATTR_ERROR_TYPE] = error
             if len(self._sets) < _ATTRIBUTE_SETS_KEPT:
                 self._sets[combination] = attributes
         return attributes

@@ -48,7 +48,9 @@ class PrometheusInstrument(Instrument):
     are counted by the duration histograms' ``_count`` (``retrymw_call_duration_seconds_count``,
     ``retrymw_attempt_duration_seconds_count``), which exist from a target's first call.
     ``retrymw_target`` keeps its first 100 values per registry and reports later ones as
-    ``_other``; ``error_type`` keeps 50, then ``_OTHER``.
+    ``_other``; ``error_type`` keeps 50, then ``_OTHER``. The registry's retrymw series never
+    pass 20 000 (``MAX_SERIES``): a record whose own series would not fit is counted under its
+    policy's ``_other`` target, else under ``_other`` for both (docs/telemetry.md).
 
     Under prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), counters and
     histograms are summed over workers, ``retrymw_retry_budget_available`` reports the lowest
@@ -146,7 +148,7 @@ class PrometheusInstrument(Instrument):
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Count the transition and move the state-set gauge."""
         metrics = self._metrics
-        circuit = metrics.circuit(event.circuit)
+        circuit = metrics.bounds.circuit_label(event.circuit)
         with metrics.lock:
             first = circuit not in metrics.circuits
             metrics.circuits.add(circuit)

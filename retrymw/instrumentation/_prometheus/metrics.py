@@ -1,4 +1,5 @@
-"""One registry's retrymw collectors: label children cached, label caps, live series.
+"""One registry's retrymw collectors: label children cached, label caps and the series bound
+(`Cardinality`), live series.
 
 Shared by every `PrometheusInstrument` on the registry (`metrics_for`), so that creating several
 never raises "Duplicated timeseries". Imported by `_prometheus.instrument` only after it has
@@ -21,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from ..._core.forks import ForkSafeLock
 from .. import _names as names
+from .._cardinality import Cardinality
 from .._protection_live import (
     budget_capacity,
     failure_rate,
@@ -34,8 +36,17 @@ from .live import FleetCollector, FleetGauges, create, read_live, set_from
 __all__ = ["Metrics", "metrics_for", "observe"]
 
 
+#: The series a (policy, target) pair has from its first record: `Metrics.precreate`'s zeros.
+_ENTRY_SERIES = (
+    len(names.OUTCOMES) * names.CALL_DURATION.series
+    + len(names.REASONS) * names.RETRIES_DENIED.series
+    + names.ATTEMPT_DURATION.series
+)
+
+
 class Metrics:
-    """The collectors of one registry, their cached label children and the label caps."""
+    """The collectors of one registry, their cached label children, the label caps and the
+    series bound: every label set a record needs is placed by `bounds` (`Cardinality.place`)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.call_duration = create(registry, names.CALL_DURATION)
@@ -51,12 +62,13 @@ class Metrics:
         self.failure_rate = create(registry, names.CIRCUIT_FAILURE_RATE)
         self.failure_rate_threshold = create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
         self.policy_info = create(registry, names.POLICY_INFO)
-        self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
+        self.bounds = Cardinality()
+        self.target = self.bounds.target
+        self.error_type = self.bounds.error_type
         # Children by raw label values. `labels()` takes a lock and converts every value (about
-        # 3 µs); a dict hit is ~50 ns. Only admitted (uncapped) values are ever keys, so the
-        # caches stay as bounded as the series.
+        # 3 µs); a dict hit is ~50 ns. Only values placed as they are (neither capped nor
+        # moved to an overflow series) are ever keys, so the caches stay as bounded as the
+        # series.
         self.call_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self.attempt_children: dict[tuple[str, str, str, str | None], Any] = {}
         self.backoff_children: dict[tuple[str, str], Any] = {}
@@ -87,6 +99,19 @@ class Metrics:
             with contextlib.suppress(ValueError):  # a reloaded module: the first one serves
                 registry.register(FleetCollector())
 
+    def place(
+        self, policy: str, target: str, child: tuple[str, ...] | None, series: int = 0
+    ) -> tuple[str, str]:
+        """The (policy, target) labels of a record (`Cardinality.place`), with their zeros.
+
+        ``target`` is capped already (`target`); ``child`` names the record's other labels (the
+        metric and its values), ``None`` when the pair's zeros have them; ``series`` is what
+        they add.
+        """
+        pair = self.bounds.place(policy, target, _ENTRY_SERIES, child, series)
+        self.precreate(*pair)
+        return pair
+
     def precreate(self, policy: str, target: str) -> None:
         """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
         metrics", so that ratios and ``rate() > 0`` alerts have a series from the start).
@@ -108,7 +133,7 @@ class Metrics:
             for ref in self.shared.get(policy, ()):
                 subject = ref()
                 if subject is not None:
-                    self.attach(policy, target, subject)
+                    self.wire(policy, target, subject)
 
     # -- announced objects (`Attached`) ----------------------------------------------------------
 
@@ -136,15 +161,29 @@ class Metrics:
                 refs.append(weakref.ref(subject))
                 targets = [target for known, target in self.pairs if known == policy]
             for target in targets:
-                self.attach(policy, target, subject)
+                self.wire(policy, target, subject)
             return
         target = self.target(raw_target)
+        if target != names.OVERFLOW:  # a target's own object never stands for every other
+            self.wire(policy, target, subject)
+
+    def wire(self, policy: str, target: str, subject: object) -> None:
+        """Make the live gauges of a budget or throttle read ``subject`` for (policy, target)."""
+        from ..._protect.budget import RetryBudget
+
         key = (policy, target, id(subject))
         with self.lock:
             if key in self.wired:
                 return
             self.wired.add(key)
-        self.precreate(policy, target)
+        specs = (
+            (names.RETRY_BUDGET_AVAILABLE, names.RETRY_BUDGET_CAPACITY)
+            if isinstance(subject, RetryBudget)
+            else (names.THROTTLE_REJECT_PROBABILITY,)
+        )
+        for spec in specs:
+            if self.place(policy, target, (spec.prometheus,), spec.series) != (policy, target):
+                return  # its series would not fit: the events still set the budget's tokens
         ref = weakref.ref(subject)
         if isinstance(subject, RetryBudget):
             self.live(
@@ -164,7 +203,7 @@ class Metrics:
 
     def circuit_of(self, breaker: Any) -> None:
         """A healthy circuit reads closed = 1 and 0 transitions from its creation."""
-        circuit = self.circuit(breaker.name)
+        circuit = self.bounds.circuit_label(breaker.name)
         with self.lock:
             if circuit in self.circuits:
                 return
@@ -216,6 +255,8 @@ class Metrics:
     def policy(self, policy: Any) -> None:
         """``retrymw_policy_info`` = 1 with the policy's settings; one series per policy name."""
         values = policy_info(policy)[1:]  # the name is the key
+        if not self.bounds.admit(("policy", policy.name), names.POLICY_INFO.series):
+            return  # past the series bound: a new policy's settings are not exported
         with self.lock:
             previous = self.policies.get(policy.name)
             if previous == values:
@@ -228,55 +269,62 @@ class Metrics:
         self.policy_info.labels(policy.name, *values).set(1)
 
     def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any]:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
+        spec = names.CALL_ATTEMPTS  # the call duration's child is one of the pair's zeros
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus, outcome), spec.series)
         children = (
-            self.call_duration.labels(policy, target, outcome),
-            self.call_attempts.labels(policy, target, outcome),
+            self.call_duration.labels(*pair, outcome),
+            self.call_attempts.labels(*pair, outcome),
         )
-        if target == raw_target:
-            self.call_children[policy, target, outcome] = children
+        if pair == (policy, raw_target):
+            self.call_children[policy, raw_target, outcome] = children
         return children
 
     def attempt(self, policy: str, raw_target: str, outcome: str, raw_error: str | None) -> Any:
-        target = self.target(raw_target)
         error_type = "" if raw_error is None else self.error_type(raw_error)
-        self.precreate(policy, target)
-        child = self.attempt_duration.labels(policy, target, outcome, error_type)
-        if target == raw_target and error_type == (raw_error or ""):
-            self.attempt_children[policy, target, outcome, raw_error] = child
-        return child
+        spec = names.ATTEMPT_DURATION
+        child: tuple[str, ...] | None = (spec.prometheus, outcome, error_type)
+        if (outcome, error_type) == ("success", ""):
+            child = None  # one of the pair's zeros
+        pair = self.place(policy, self.target(raw_target), child, spec.series)
+        labelled = self.attempt_duration.labels(*pair, outcome, error_type)
+        if pair == (policy, raw_target) and error_type == (raw_error or ""):
+            self.attempt_children[policy, raw_target, outcome, raw_error] = labelled
+        return labelled
 
     def success(self, policy: str, raw_target: str) -> tuple[Any, Any]:
         children = (
             self.attempt(policy, raw_target, "success", None),
             self.call(policy, raw_target, "success")[0],
         )
-        if self.target(raw_target) == raw_target:
+        if (policy, raw_target, "success") in self.call_children and (
+            (policy, raw_target, "success", None) in self.attempt_children
+        ):
             self.success_children[policy, raw_target] = children
         return children
 
     def backoff_of(self, policy: str, raw_target: str) -> Any:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
-        child = self.backoff.labels(policy, target)
-        if target == raw_target:
-            self.backoff_children[policy, target] = child
+        spec = names.BACKOFF_DURATION
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus,), spec.series)
+        child = self.backoff.labels(*pair)
+        if pair == (policy, raw_target):
+            self.backoff_children[pair] = child
         return child
 
     def budget_of(self, policy: str, raw_target: str) -> Any:
-        target = self.target(raw_target)
-        child = self.budget.labels(policy, target)
-        if target == raw_target:
-            self.budget_children[policy, target] = child
+        spec = names.RETRY_BUDGET_AVAILABLE
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus,), spec.series)
+        child = self.budget.labels(*pair)
+        if pair == (policy, raw_target):
+            self.budget_children[pair] = child
         return child
 
     def denied_of(self, policy: str, raw_target: str, reason: str) -> Any:
-        target = self.target(raw_target)
-        self.precreate(policy, target)
-        child = self.denied.labels(policy, target, reason)
-        if target == raw_target:
-            self.denied_children[policy, target, reason] = child
+        pair = self.place(
+            policy, self.target(raw_target), None
+        )  # every reason is one of the pair's zeros
+        child = self.denied.labels(*pair, reason)
+        if pair == (policy, raw_target):
+            self.denied_children[policy, raw_target, reason] = child
         return child
 
 
