@@ -104,8 +104,9 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         budget: the cross-call `RetryBudget`, used as it is (one for every host), or a
             ``PerTarget`` of one; by default ``PerTarget(RetryBudget())``, one per host;
             ``None`` turns it off.
-        throttle: an `AdaptiveThrottle` or a ``PerTarget`` of one; a shed request raises
-            `TransportLoadShedError` and is never retried; ``None`` (the default) for none.
+        throttle: an `AdaptiveThrottle` or a ``PerTarget`` of one; a request shed before its
+            first attempt raises `TransportLoadShedError` and is never retried, a shed retry
+            returns the last response; ``None`` (the default) for none.
         instruments: instruments for the events; ``None`` for the process defaults.
         clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
@@ -124,13 +125,15 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
     ``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows
     or forbids a retry; a hint beyond the policy's limits returns that response at once. An
     SDK's ``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK
-    itself retries (the count arrives at 1 or more) is sent once, with a warning.
+    above itself retries (a count of 1 or more right after its failed attempt of the same
+    request, in the same task or thread) is sent once, with a warning. A count that came from
+    elsewhere (forwarded from an inbound request) is ignored (docs/layers.md).
     Superseded responses are closed before the backoff sleep. On give-up the last response
     is returned open, or the last error raised.
 
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
-        TransportLoadShedError: the throttle shed the request.
+        TransportLoadShedError: the throttle shed the request's first attempt.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
         ConfigError: an invalid argument, a request or transport of httpx (naming both), or

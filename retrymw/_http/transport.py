@@ -4,12 +4,12 @@
 as one of these shells plus their library's base transport class, and bind their `Flavour`
 (the errors, the default inner transports). Everything a transport does is here and in
 `exchange`: the policy a request runs under, the protection a transport is built with (in
-`TransportCore`, its one place), the SDK retry-count checks, the body buffering and the drive.
+`TransportCore`, its one place), the SDK retry-count checks (`sdk`), the body buffering and the
+drive.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -20,18 +20,17 @@ from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from .._core.resume import resume
 from .._core.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
-from .._protect.budget import RetryBudget
-from .._protect.targets import PerTarget
+from .._core.retrier_args import default_budget
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
 from .limits import bound_transport
+from .sdk import SdkAttempt, SdkAttempts
 from .semantics import (
     HELPER_EXTENSION,
     IDEMPOTENCY_KEY_HEADER,
     POLICY_EXTENSION,
     REPLAY_LIMIT,
-    RETRY_COUNT_HEADER,
     PolicyResolver,
     http_policy,
     sdk_retry_count,
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncShell", "SyncShell", "TransportCore"]
 
-logger = logging.getLogger("retrymw")
 A = TypeVar("A", bound="AsyncShell")
 S = TypeVar("S", bound="SyncShell")
 
@@ -54,7 +52,7 @@ class TransportCore:
     The protection arguments are turned into the `Retrier`'s here, and nowhere else.
     """
 
-    __slots__ = ("_sdk_warned", "attempt_header", "flavour", "resolver", "retrier")
+    __slots__ = ("attempt_header", "flavour", "resolver", "retrier", "sdk")
 
     def __init__(
         self,
@@ -75,7 +73,7 @@ class TransportCore:
         self.resolver = PolicyResolver(http_policy(policy), policies)
         if budget is _DEFAULT:
             # One budget per host: a dead host's retries must not spend a healthy one's.
-            budget = PerTarget(RetryBudget(clock=clock if clock is not None else SYSTEM_CLOCK))
+            budget = default_budget(clock if clock is not None else SYSTEM_CLOCK, per_target=True)
         self.retrier = Retrier(
             self.resolver.default,
             breaker=breaker,
@@ -86,7 +84,7 @@ class TransportCore:
             store=store,
             fleet=fleet,
         )
-        self._sdk_warned = False
+        self.sdk = SdkAttempts()
 
     def resume_scope(self, request: Any) -> AbstractContextManager[None] | None:
         """The request's ``Idempotency-Key`` as its resume key, when the transport has a store;
@@ -105,13 +103,15 @@ class TransportCore:
         except ConfigError:
             return None
 
-    def prepare(self, request: Any) -> tuple[RetryPolicy, str | None]:
+    def prepare(self, request: Any) -> tuple[RetryPolicy, SdkAttempt | None]:
         """Return the request's policy and SDK retry count (``x-stainless-retry-count``, or
         ``None``); refuse a foreign request or one from a client helper.
 
-        A request whose SDK retry count arrives at 1 or more is the SDK retrying on top of this
-        transport: it runs once (``attempts=1``), so that the attempts do not multiply, and the
-        first such request is logged as a warning.
+        A request that is the SDK above this transport retrying (`SdkAttempts.arrived`: its
+        count is 1 or more and follows the SDK's failed attempt of the same request, sent
+        here) runs once (``attempts=1``), so that the attempts do not multiply. A count that
+        arrived from elsewhere (forwarded from an inbound request) is not trusted: the request
+        runs under its policy, its attempts numbered from 0.
         """
         self.flavour.check_request(request)
         extensions = request.extensions
@@ -125,23 +125,13 @@ class TransportCore:
                 "a client with a plain transport",
             )
         policy = self.resolver.resolve(extensions.get(POLICY_EXTENSION))
-        count = sdk_retry_count(request.headers)
-        if count is not None and count.isascii() and count.isdigit() and int(count[:6]) > 0:
-            self._warn_sdk_retries(count)
+        value = sdk_retry_count(request.headers)
+        if value is None:
+            return policy, None
+        count = self.sdk.arrived(request, value)
+        if count is not None and count.sdk_retry:
             return self.resolver.once(policy), count
         return policy, count
-
-    def _warn_sdk_retries(self, count: str) -> None:
-        if self._sdk_warned:
-            return
-        self._sdk_warned = True
-        logger.warning(
-            "retrymw: the SDK above this transport retries too (%s: %s arrived); its retries "
-            "are sent once, not retried again, but each SDK retry repeats a whole retrymw "
-            "call: create the SDK client with max_retries=0",
-            RETRY_COUNT_HEADER,
-            count[:20],
-        )
 
     def describe(self, kind: str, transport: object) -> str:
         policy = self.resolver.default
@@ -201,9 +191,27 @@ class AsyncShell(_Shell):
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
         call = HttpCall(
-            core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
+            core.retrier,
+            request,
+            policy,
+            replayable,
+            flavour,
+            core.attempt_header,
+            sdk_count=None if count is None else count.start,
         )
-        scope = core.resume_scope(request)
+        if count is None:
+            return await self._drive(call)
+        try:
+            response = await self._drive(call)
+        except Exception:
+            core.sdk.ended(request, count, None)
+            raise
+        core.sdk.ended(request, count, response)
+        return response
+
+    async def _drive(self, call: HttpCall) -> Any:
+        """Run ``call`` through the inner transport, in its resume scope if it has one."""
+        scope = self._core.resume_scope(call.request)
         if scope is None:
             return await drive_async(call, self._transport.handle_async_request)
         with scope:
@@ -240,9 +248,27 @@ class SyncShell(_Shell):
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
         call = HttpCall(
-            core.retrier, request, policy, replayable, flavour, core.attempt_header, sdk_count=count
+            core.retrier,
+            request,
+            policy,
+            replayable,
+            flavour,
+            core.attempt_header,
+            sdk_count=None if count is None else count.start,
         )
-        scope = core.resume_scope(request)
+        if count is None:
+            return self._drive(call)
+        try:
+            response = self._drive(call)
+        except Exception:
+            core.sdk.ended(request, count, None)
+            raise
+        core.sdk.ended(request, count, response)
+        return response
+
+    def _drive(self, call: HttpCall) -> Any:
+        """Sync twin of `AsyncShell._drive`."""
+        scope = self._core.resume_scope(call.request)
         if scope is None:
             return drive_sync(call, self._transport.handle_request)
         with scope:

@@ -67,6 +67,14 @@ overload_k  goodput/s  seeds 0-9 >=  offered  normal  c = 0.1  503 brownout   50
 short at c = 0.1 and has 0.2/s to spare on its worst seed); smaller values serve more but shed a
 503-answered brownout (at 1.2 a 20% one) and take longer to let go after the overload.
 
+**A cold throttle sheds nothing.** While the window holds fewer than ``min_requests``
+attempts (R', the fleet's pooled ones included; 10 by default) ``p = 0``: the formula alone
+gives a fresh throttle whose first attempt failed ``p = 1/2`` on one verdict. The floor only
+matters while the window is nearly empty (at 2 calls/s a 10 s window holds 20 attempts, so the
+outage figures below hold as they were); a client too quiet to fill its window is no longer
+shed on noise (the simulator's 1 000 clients at 1 call/s, budget + throttle: recovered in 2 s
+instead of 9 s; 5 and 20 were tried: 20 stopped shedding a 2 calls/s outage with a budget).
+
 Requests are counted when their verdict arrives (`record_success` / `record_failure`), not at
 admission: an attempt still in flight, or one cancelled (`release`), says nothing about the
 dependency, so counts never need taking back and can never go negative.
@@ -119,7 +127,10 @@ from .._core.forks import after_fork_in_child
 from .settings import bounded_duration, shown
 from .windows import TimeWindow
 
-__all__ = ["OVERLOAD_STATUSES", "AdaptiveThrottle", "AdaptiveThrottleStatistics"]
+__all__ = ["MIN_REQUESTS", "OVERLOAD_STATUSES", "AdaptiveThrottle", "AdaptiveThrottleStatistics"]
+
+#: The default ``min_requests``: nothing is shed before the window holds this many attempts.
+MIN_REQUESTS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +150,7 @@ class AdaptiveThrottleStatistics:
         shed_in_window: S, attempts shed in the trailing window.
         overloaded: O, the failures among ``requests`` that were explicit overload refusals.
         overload_k: the accepts multiplier of the overload term.
+        min_requests: nothing is shed while the window holds fewer attempts (R + S).
     """
 
     name: str
@@ -153,6 +165,7 @@ class AdaptiveThrottleStatistics:
     shed_in_window: int = 0
     overloaded: int = 0
     overload_k: float = 1.4
+    min_requests: int = 1
 
 
 @final
@@ -174,6 +187,9 @@ class AdaptiveThrottle:
         window: the trailing window R, A and O are counted over (a duration in ``[1ms, 24h]``).
         max_reject: the cap of the rejection probability, in ``[0, 1]``; below 1 a trickle of
             attempts always goes through to notice recovery.
+        min_requests: the least number of attempts (R + S, the fleet's pooled ones included)
+            the window must hold before anything is shed, an integer >= 1 (10: one failure of
+            a cold throttle is no evidence; 1 applies the formula from the first verdict).
         clock: where time is read; the system clock by default.
         rng: the random source of the rejections (inject a seeded one for determinism).
 
@@ -191,6 +207,7 @@ class AdaptiveThrottle:
         overload_k: float = 1.4,
         window: Any = "10s",
         max_reject: float = 0.9,
+        min_requests: int = MIN_REQUESTS,
         clock: Clock | None = None,
         rng: Random | None = None,
     ) -> None:
@@ -201,6 +218,15 @@ class AdaptiveThrottle:
         self._overload_k = _number_in(overload_k, "overload_k", 1.0, math.inf, "1.4")
         self._max_reject = _number_in(max_reject, "max_reject", 0.0, 1.0, "0.9")
         self._window_seconds = bounded_duration(window, "window", '"10s"')
+        if (
+            isinstance(min_requests, bool)
+            or not isinstance(min_requests, int)
+            or not 1 <= min_requests <= 1_000_000
+        ):
+            raise ConfigError(
+                "min_requests", shown(min_requests), "must be an integer in [1, 1000000]", "10"
+            )
+        self._min_requests = min_requests
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._rng = rng if rng is not None else Random()
         self._lock = threading.Lock()
@@ -224,6 +250,7 @@ class AdaptiveThrottle:
             overload_k=self._overload_k,
             window=self._window_seconds,
             max_reject=self._max_reject,
+            min_requests=self._min_requests,
             clock=self._clock,
             rng=self._rng,
         )
@@ -291,6 +318,7 @@ class AdaptiveThrottle:
                 shed_in_window=self._shed_window.calls,
                 overloaded=min(self._overload_window.calls, window.calls),
                 overload_k=self._overload_k,
+                min_requests=self._min_requests,
             )
 
     def __repr__(self) -> str:
@@ -317,17 +345,16 @@ class AdaptiveThrottle:
         pooled_requests, pooled_accepts, pooled_overloaded = self._pooled
         own = window.calls
         requests = own + pooled_requests
-        probability = 0.0
-        if requests:
-            excess = 1.0 - self._k * (own - window.failures + pooled_accepts) / requests
-            attempts = requests + shed.calls
-            probability = excess * attempts / (attempts + 1)
-        if requests and (overloaded.calls or pooled_overloaded):
+        attempts = requests + shed.calls
+        if not requests or attempts < self._min_requests:
+            return 0.0  # too few attempts in the window to judge the dependency by
+        excess = 1.0 - self._k * (own - window.failures + pooled_accepts) / requests
+        probability = excess * attempts / (attempts + 1)
+        if overloaded.calls or pooled_overloaded:
             # Only explicit refusals count against the dependency here. min(): a refusal's two
             # entries may straddle a slot edge, so O can outlive R by a slot.
             refused = min(overloaded.calls, own) + pooled_overloaded
             excess = 1.0 - self._overload_k * (requests - min(refused, requests)) / requests
-            attempts = requests + shed.calls
             probability = max(probability, excess * attempts / (attempts + 1))
         return min(self._max_reject, max(0.0, probability))
 

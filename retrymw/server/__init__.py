@@ -10,6 +10,11 @@ the middleware counts inbound first attempts and retries per route, makes the re
 the retrymw calls made while serving it (`current_request`), and answers a request that failed
 after a downstream retrymw call gave up for good with ``x-should-retry: false``, so that the
 caller's retrymw transport does not retry it.
+
+An inbound SDK retry count (``x-stainless-retry-count``) is never trusted: the middleware does
+not read it, and every request it serves starts afresh for the transports' SDK checks, so a
+count relayed by a handler is never taken for the SDK in this process retrying
+(docs/layers.md).
 """
 
 from __future__ import annotations

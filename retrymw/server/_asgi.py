@@ -43,7 +43,9 @@ class RetryLayerMiddleware:
       with ``attempt_header=``) into ``retrymw_inbound_requests_total``, by route template
       (Starlette/FastAPI) and attempt kind (``first``, ``retry``, ``unknown``);
     - serves the request with its context known to every retrymw call made meanwhile
-      (`current_request`);
+      (`current_request`): that context is also where the transports tell the SDK's own
+      retry counts from relayed ones, so every request served starts afresh, and a caller's
+      ``x-stainless-retry-count`` that a handler forwards is never taken for the SDK retrying;
     - answers with ``x-should-retry: false`` when the response is a 5xx or a 429 and a retrymw
       call made while serving gave up for good (after retrying, or because the server below
       or a layer below said not to retry): the caller's retrymw transport then does not retry

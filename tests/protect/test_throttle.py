@@ -38,8 +38,9 @@ def feed(throttle: AdaptiveThrottle, accepted: int, failed: int) -> None:
 def test_reject_probability_is_the_sre_formula(
     clock: FakeClock, accepted: int, failed: int, expected: float
 ) -> None:
-    """p = min(max_reject, max(0, (R - 2A) / (R + 1))) over the window."""
-    throttle = AdaptiveThrottle(clock=clock)
+    """p = min(max_reject, max(0, (R - 2A) / (R + 1))) over the window (min_requests=1:
+    the formula from the first verdict, as the SRE book writes it)."""
+    throttle = AdaptiveThrottle(clock=clock, min_requests=1)
     feed(throttle, accepted, failed)
     stats = throttle.statistics()
     assert (stats.requests, stats.accepts) == (accepted + failed, accepted)
@@ -86,7 +87,7 @@ def test_shed_attempts_count_with_the_accept_share_of_the_answered_ones(clock: F
 def test_few_verdicts_and_many_shed_attempts_still_reach_max_reject(clock: FakeClock) -> None:
     """A low-rate client: two failures alone give p = 2/3; the attempts shed since count as
     attempts too, so p climbs to max_reject instead of settling at R / (R + 1)."""
-    throttle = AdaptiveThrottle(clock=clock, rng=random.Random(0))
+    throttle = AdaptiveThrottle(clock=clock, rng=random.Random(0), min_requests=1)
     feed(throttle, 0, 2)
     assert throttle.reject_probability() == pytest.approx(2 / 3)
     while throttle.statistics().shed_in_window < 9:
@@ -138,7 +139,7 @@ def test_max_reject_zero_never_sheds(clock: FakeClock) -> None:
 def test_clone_copies_settings_not_history(clock: FakeClock) -> None:
     """A clone has the template's settings and clock, its own name, and no verdicts."""
     template = AdaptiveThrottle(
-        name="api", clock=clock, k=1.5, overload_k=1.2, window="5s", max_reject=0.5
+        name="api", clock=clock, k=1.5, overload_k=1.2, window="5s", max_reject=0.5, min_requests=4
     )
     feed(template, 0, 10)
     template.record_failure(overloaded=True)
@@ -151,7 +152,7 @@ def test_clone_copies_settings_not_history(clock: FakeClock) -> None:
         1.5,
         1.2,
     )
-    assert (stats.window, stats.max_reject) == (5.0, 0.5)
+    assert (stats.window, stats.max_reject, stats.min_requests) == (5.0, 0.5, 4)
     feed(clone, 0, 10)
     clock.advance(6)
     assert clone.statistics().requests == 0  # reads the shared clock
@@ -159,7 +160,7 @@ def test_clone_copies_settings_not_history(clock: FakeClock) -> None:
 
 def test_statistics_and_repr(clock: FakeClock) -> None:
     """The snapshot is frozen and the repr shows the essentials."""
-    throttle = AdaptiveThrottle(name="db", clock=clock)
+    throttle = AdaptiveThrottle(name="db", clock=clock, min_requests=1)
     feed(throttle, 1, 3)
     stats = throttle.statistics()
     assert isinstance(stats, AdaptiveThrottleStatistics)
@@ -199,6 +200,10 @@ def test_load_shed_error_is_a_retrymw_error() -> None:
         pytest.param({"max_reject": "0.9"}, "max_reject", id="string-max-reject"),
         pytest.param({"window": "100us"}, "window", id="sub-ms-window"),
         pytest.param({"window": 0}, "window", id="zero-window"),
+        pytest.param({"min_requests": 0}, "min_requests", id="zero-min-requests"),
+        pytest.param({"min_requests": 2.5}, "min_requests", id="float-min-requests"),
+        pytest.param({"min_requests": True}, "min_requests", id="bool-min-requests"),
+        pytest.param({"min_requests": 10**5000}, "min_requests", id="huge-min-requests"),
     ],
 )
 def test_invalid_settings_raise_config_error_naming_the_field(
@@ -291,14 +296,18 @@ class ThrottleMachine(RuleBasedStateMachine):
         overload_k=st.floats(1.0, 5.0),
         max_reject=st.floats(0.0, 1.0),
         window=st.sampled_from([1, 10]),
+        min_requests=st.sampled_from([1, 10, 30]),
     )
-    def configure(self, k: float, overload_k: float, max_reject: float, window: int) -> None:
+    def configure(
+        self, k: float, overload_k: float, max_reject: float, window: int, min_requests: int
+    ) -> None:
         self.throttle = AdaptiveThrottle(
             clock=self.clock,
             k=k,
             overload_k=overload_k,
             max_reject=max_reject,
             window=window,
+            min_requests=min_requests,
             rng=random.Random(0),
         )
         self.k, self.overload_k, self.max_reject = k, overload_k, max_reject
@@ -332,9 +341,10 @@ class ThrottleMachine(RuleBasedStateMachine):
         assert 0 <= stats.shed_in_window <= stats.shed
         assert 0.0 <= stats.reject_probability <= self.max_reject
         expected = 0.0
-        if stats.requests:  # the SRE formula over R' = R + S and A' = A R' / R, and the
-            # overload term: the same at overload_k, with only O counted as not accepted
-            attempts = stats.requests + stats.shed_in_window
+        attempts = stats.requests + stats.shed_in_window
+        if stats.requests and attempts >= stats.min_requests:
+            # the SRE formula over R' = R + S and A' = A R' / R, and the overload term: the
+            # same at overload_k, with only O counted as not accepted
             accepts = stats.accepts * attempts / stats.requests
             expected = max(0.0, (attempts - self.k * accepts) / (attempts + 1))
             if stats.overloaded:
