@@ -28,9 +28,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# -v names each test as it starts, so a long real-component test is never a silent wait;
+# --durations lists the slowest, to keep the suite's time in view.
 pytest: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/coverage run -m pytest -v --durations=15 $(PYTEST_ARGS)
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report --fail-under=95
 

@@ -29,6 +29,7 @@ from .reports import new_event
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
 from .runtime import for_target
+from .time_limits import within
 
 if TYPE_CHECKING:
     from .._protect.budget import RetryBudget
@@ -240,7 +241,7 @@ class Engine:
                         # Disposing of the superseded result is part of the wait: the adapter
                         # bounds it by the delay, and the sleep is what is left of it.
                         disposed_from = clock.now()
-                        await adapter.discard(run.result, delay)
+                        await adapter.discard(run.result, delay, run.deadline_left())
                         delay = max(0.0, delay - (clock.now() - disposed_from))
                     scopes = run.sleep_scopes
                     wait = async_waiter(clock)
@@ -288,7 +289,8 @@ class Engine:
         started: float | None = None,
         plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
-        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps, no attempt timeout."""
+        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps; an attempt's time limit
+        bounds what honours `within` (a blocking attempt cannot be cancelled)."""
         run = CallRun(
             self,
             policy or self.policy,
@@ -301,13 +303,14 @@ class Engine:
             (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
         clock = self._clock
+        bounded = run.policy.timeout is not None or run.policy.deadline is not None
         try:
             delay = run.open(first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.attempt:
                     if adapter is not None and run.result is not None:
                         disposed_from = clock.now()
-                        adapter.discard_sync(run.result, delay)
+                        adapter.discard_sync(run.result, delay, run.deadline_left())
                         delay = max(0.0, delay - (clock.now() - disposed_from))
                     scopes = run.sleep_scopes
                     if not waits_disabled():  # a blocking sleep dwarfs any frame saved here
@@ -319,7 +322,13 @@ class Engine:
                 elif not run.start_attempt():
                     break
                 try:
-                    result = attempt()
+                    if not bounded:
+                        result = attempt()
+                    else:
+                        # A blocking attempt cannot be cancelled: what can (the sync
+                        # transports' sockets) ends by its limit.
+                        with within(run.attempt_limit()):
+                            result = attempt()
                     if type(result) in SUSPECT_RESULTS:
                         refuse_async_result(attempt, result)
                 except Exception as error:

@@ -140,8 +140,7 @@ class _Guard:
         except Exception:  # pragma: no cover - format_exc survives hostile exceptions
             details = ""
         logger.error(
-            "retrymw: instrument %s raised in %s and has been disabled; "
-            "the call's result is unaffected\n%s",
+            "instrument %s raised in %s and has been disabled; the call's result is unaffected\n%s",
             safe_repr(self.instrument),
             hook,
             details.rstrip(),
@@ -199,6 +198,7 @@ class Dispatch:
         "idle_guards",
         "instruments",
         "observes_outcomes",
+        "reports_attempts",
         "times_attempts",
     )
 
@@ -228,6 +228,10 @@ class Dispatch:
             or self.retry_denied
             or self.call_finished
             or self.first_attempt_succeeded
+        )
+        # Whether the end of an attempt is reported: see `CallRun.finish_attempt`.
+        self.reports_attempts = bool(
+            self.attempt_finished or self.retry_scheduled or self.retry_denied
         )
         # Whether an attempt's start is taken (and announced): see `CallRun.start_attempt`.
         self.times_attempts = bool(self.attempt_started or self.attempt_finished)

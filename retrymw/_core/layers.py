@@ -35,8 +35,12 @@ __all__ = [
 _ATTRIBUTE = "_retrymw_final"
 
 #: Give-up reasons that end a call for good even after a single attempt: the server forbade a
-#: retry, or a layer below already retried.
-FINAL_REASONS: frozenset[RetryReason] = frozenset({"server_said_no", "retried_below"})
+#: retry, a layer below already retried, or protection (the cross-call budget, the breaker, the
+#: throttle) refused a retry the policy granted: a layer above retrying instead would send the
+#: very load the protection refused.
+FINAL_REASONS: frozenset[RetryReason] = frozenset(
+    {"server_said_no", "retried_below", "throttled", "circuit_open", "shed"}
+)
 
 #: The serial of the newest mark, in a one-item list: ``LAST_MARK[0]``. A call reads it before
 #: its first attempt (its ``since``, a read rather than a call: every call takes one), and a mark

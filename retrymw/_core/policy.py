@@ -250,7 +250,7 @@ class RetryPolicy:
                 previous=state.last_delay if state.last_delay is not None else self.initial_delay,
                 rng=rng,
             )
-        elapsed = now - state.started_at
+        elapsed = now - state.started_at - state.instrument_time
         hint = outcome.retry_after
         if hint is not None and hint > 0.0:
             if (
@@ -268,15 +268,24 @@ class RetryPolicy:
 
 
 class CallState:
-    """Per-call progress, created inside each call and never stored on the policy."""
+    """Per-call progress, created inside each call and never stored on the policy.
 
-    __slots__ = ("attempt", "delay_so_far", "last_delay", "started_at")
+    ``instrument_time`` is the time the call spent in its instruments' hooks: the deadline
+    does not count it, so a slow exporter never changes a call's result.
+    """
+
+    __slots__ = ("attempt", "delay_so_far", "instrument_time", "last_delay", "started_at")
 
     def __init__(self, started_at: float) -> None:
         self.attempt = 0
         self.started_at = started_at
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
+        self.instrument_time = 0.0
+
+    def elapsed(self, now: float) -> float:
+        """The time the call has taken by ``now``, as its deadline counts it."""
+        return now - self.started_at - self.instrument_time
 
     def __repr__(self) -> str:
         return f"<CallState attempt #{self.attempt}; slept for {self.delay_so_far:.3g}s>"

@@ -44,6 +44,7 @@ from .retrier_args import (
     _check_arguments,
     _check_store,
     _sync_timeout_error,
+    default_budget,
 )
 from .run import for_target
 
@@ -108,7 +109,7 @@ class Retrier(Engine):
         self._store = store
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        self._budget: BudgetArg = RetryBudget(clock=self._clock) if budget is _DEFAULT else budget
+        self._budget: BudgetArg = default_budget(self._clock) if budget is _DEFAULT else budget
         # The plain success path funds one budget without a lookup (a PerTarget needs the target).
         self._funded: RetryBudget | None = (
             self._budget if isinstance(self._budget, RetryBudget) else None
@@ -125,7 +126,9 @@ class Retrier(Engine):
             # listen once however many retriers and transports share the breaker.
             breaker.add_listener(_BreakerEvents(self._dispatch))
         self._admits_attempts = breaker is not None or throttle is not None
-        self._gates_retries = breaker is not None or self._budget is not None
+        self._gates_retries = (
+            breaker is not None or throttle is not None or self._budget is not None
+        )
         self._rng = rng if rng is not None else Random()
         self._budget_reported_at = -math.inf
         if fleet is not None:

@@ -60,6 +60,7 @@ class CallRun(CallState):
         "result",
         "resume",
         "retrier",
+        "retry_admitted",
         "serial",
         "sleep_scopes",
         "status",
@@ -94,6 +95,7 @@ class CallRun(CallState):
         self.started_at = retrier._clock.now() if started is None else started
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
+        self.instrument_time = 0.0
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
         breaker, budget, throttle = retrier._breaker, retrier._budget, retrier._throttle
@@ -101,6 +103,8 @@ class CallRun(CallState):
         self.budget = budget if budget is None else for_target(budget, self.target)
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
         self.admitted = False
+        # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
+        self.retry_admitted = False
         self.attempt_scopes = NO_SCOPES
         self.sleep_scopes = NO_SCOPES
         self.attempt_started_at = self.started_at
@@ -128,7 +132,10 @@ class CallRun(CallState):
         """Announce the call and enter the instruments' call scopes."""
         hooks = self.dispatch.call_started
         if hooks:
+            clock = self.retrier._clock
+            reported_from = clock.now()
             self.call_scopes = reports.call_started(self, hooks)
+            self.instrument_time += clock.now() - reported_from
 
     def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
@@ -159,12 +166,15 @@ class CallRun(CallState):
             self.attempt = number - 1
         breaker, throttle = self.breaker, self.throttle
         if breaker is not None or throttle is not None:
+            ahead, self.retry_admitted = self.retry_admitted, False
             if breaker is not None and not breaker.allow_request():
+                if ahead and throttle is not None:
+                    throttle.release()  # the retry the throttle admitted is not made
                 self._refuse(
                     "circuit_open", CircuitOpenError(breaker.name, retry_in=breaker.retry_in())
                 )
                 return False
-            if throttle is not None and not throttle.allow_request():
+            if throttle is not None and not ahead and not throttle.allow_request():
                 if breaker is not None:
                     breaker.release()  # a half-open probe slot goes back unused
                 probability = throttle.reject_probability()
@@ -174,8 +184,10 @@ class CallRun(CallState):
         self.attempt += 1
         hooks = self.dispatch.attempt_started
         if hooks:
-            self.attempt_started_at = self.retrier._clock.now()
+            clock = self.retrier._clock
+            self.attempt_started_at = clock.now()
             self.attempt_scopes = reports.attempt_started(self, hooks)
+            self.instrument_time += clock.now() - self.attempt_started_at
         elif self.dispatch.attempt_finished:
             self.attempt_started_at = self.retrier._clock.now()
         return True
@@ -185,7 +197,14 @@ class CallRun(CallState):
         policy = self.policy
         if policy.deadline is None:
             return policy.timeout
-        return policy.attempt_limit(self.retrier._clock.now() - self.started_at)
+        return policy.attempt_limit(self.elapsed(self.retrier._clock.now()))
+
+    def deadline_left(self) -> float | None:
+        """The time the policy's ``deadline`` leaves the call now, or ``None`` without one."""
+        deadline = self.policy.deadline
+        if deadline is None:
+            return None
+        return deadline - self.elapsed(self.retrier._clock.now())
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""
@@ -229,27 +248,44 @@ class CallRun(CallState):
                 reason = self._withheld(step, outcome)
                 if reason is not None:
                     delay = None
-        hooks = self.dispatch.attempt_finished
+        if delay is not None:
+            self.delay_so_far += delay
+            self.last_delay = delay
+            if self.resume is not None:
+                self.resume.add_failure(delay)
+            self.sleep_scopes = NO_SCOPES  # the wait's own, if an instrument opens any
+        elif reason is None:
+            self.outcome = "success" if error is None else "failure"
+        else:
+            self.reason = reason
+            self.outcome = OUTCOME_OF_REASON[reason]
+        if self.dispatch.reports_attempts or self.attempt_scopes is not NO_SCOPES:
+            self._report_attempt(outcome, now, matched, delay)
+        return delay
+
+    def _report_attempt(
+        self, outcome: Outcome, now: float, matched: bool, delay: float | None
+    ) -> None:
+        """Tell the instruments how the attempt ended and what follows: a wait or a denial.
+
+        The time their hooks take is the instruments' own (`CallState.instrument_time`).
+        """
+        clock = self.retrier._clock
+        reported_from = clock.now()
+        dispatch = self.dispatch
+        hooks = dispatch.attempt_finished
         if hooks:
             reports.attempt_finished(self, hooks, outcome, now, matched, delay is not None)
         if self.attempt_scopes is not NO_SCOPES:
             self.attempt_scopes.exit()
             self.attempt_scopes = NO_SCOPES
         if delay is not None:
-            self.delay_so_far += delay
-            self.last_delay = delay
-            if self.resume is not None:
-                self.resume.add_failure(delay)
-            hooks = self.dispatch.retry_scheduled
-            self.sleep_scopes = (
-                NO_SCOPES if not hooks else reports.retry_scheduled(self, hooks, outcome, delay)
-            )
-            return delay
-        if reason is not None:
-            self._deny(reason, outcome)
-        else:
-            self.outcome = "success" if error is None else "failure"
-        return None
+            hooks = dispatch.retry_scheduled
+            if hooks:
+                self.sleep_scopes = reports.retry_scheduled(self, hooks, outcome, delay)
+        elif self.reason is not None and dispatch.retry_denied:
+            reports.retry_denied(self, dispatch.retry_denied, self.reason, outcome)
+        self.instrument_time += clock.now() - reported_from
 
     def conclude(self) -> Any:
         """Finish the call: emit its end, then return the value or raise, per the policy."""
@@ -259,15 +295,29 @@ class CallRun(CallState):
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
         hooks = self.dispatch.call_finished
-        if hooks:
-            reports.call_finished(self, hooks, error)
-        if self.call_scopes is not NO_SCOPES:
-            self.call_scopes.exit()
-        final = self.reason is not None and (self.attempt > 1 or self.reason in FINAL_REASONS)
+        if hooks or self.call_scopes is not NO_SCOPES:
+            clock = self.retrier._clock
+            reported_from = clock.now()
+            if hooks:
+                reports.call_finished(self, hooks, error)
+            if self.call_scopes is not NO_SCOPES:
+                self.call_scopes.exit()
+            self.instrument_time += clock.now() - reported_from
+        reason = self.reason
+        # Retry at one layer: a call that retried, or whose retry was refused by the server or
+        # by protection, hands on a final outcome; one that ran once by its policy does not.
+        final = reason is not None and (
+            self.attempt > 1 or (self.attempt == 1 and reason in FINAL_REASONS)
+        )
         if final:
             mark_final(self.result if error is None else error)
         if error is None:
-            return self.result
+            adapter = self.adapter
+            return (
+                self.result
+                if adapter is None
+                else adapter.returned(self.result, self.deadline_left())
+            )
         if self.reason is None:
             raise error
         policy = self.policy
@@ -295,6 +345,9 @@ class CallRun(CallState):
             for guard in (self.breaker, self.throttle):
                 if guard is not None:
                     guard.release()
+        if self.retry_admitted and self.throttle is not None:  # cancelled during the wait
+            self.retry_admitted = False
+            self.throttle.release()
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
         self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
@@ -321,6 +374,13 @@ class CallRun(CallState):
             return "throttled"
         if self.resume is not None and not self.resume.allows(delay):
             return "budget_exhausted"  # the budget's wall-clock expiry
+        if self.throttle is not None and self.adapter is not None and self.result is not None:
+            # The wait disposes of the last result (closes the response): the throttle is
+            # asked first, so that a shed retry ends the call with the response it got, open.
+            # Any other retry is asked for after the wait, with the throttle's newer verdicts.
+            if not self.throttle.allow_request():
+                return "shed"
+            self.retry_admitted = True
         return None
 
     def _report_verdict(self, failed: bool, outcome: Outcome) -> None:

@@ -54,14 +54,20 @@ class AttemptAdapter(Protocol):
         """Build the `Outcome` of one attempt (status, Retry-After hint, veto)."""
         ...
 
-    async def discard(self, result: object, limit: float) -> None:
+    async def discard(self, result: object, delay: float, deadline_left: float | None) -> None:
         """Dispose of a superseded result during the backoff wait (async driver).
 
-        ``limit`` is the backoff delay: the time the disposal should take at most, so that the
-        next attempt starts when the policy decided; the driver sleeps what is left of it.
+        ``delay`` is the backoff delay: the time the disposal should take, so that the next
+        attempt starts when the policy decided; the driver sleeps what is left of it.
+        ``deadline_left`` is the time the call's deadline leaves (``None``: no deadline).
         """
         ...
 
-    def discard_sync(self, result: object, limit: float) -> None:
+    def discard_sync(self, result: object, delay: float, deadline_left: float | None) -> None:
         """Dispose of a superseded result during the backoff wait (sync driver)."""
+        ...
+
+    def returned(self, result: object, deadline_left: float | None) -> object:
+        """What the call returns for ``result``, the outcome it ends with: the result itself,
+        or one whose remaining work (a response's body) ends by the deadline."""
         ...

@@ -6,20 +6,19 @@ the request, its policy, its `Retrier`, and the engine's adapter for it), let th
 run bare when the retrier allows it, settle that attempt's response, hand the call to the
 engine if a retry is needed, and turn the engine's give-up errors into the flavour's errors
 (`translate`, with the classes each face binds: `retrymw.httpx`, `retrymw.httpx2`).
-`HttpCall` holds every step, down to the responses' disposal: a superseded one is drained
-during the backoff wait and within it, the latest one is closed when the call ends in an error.
-`drive_async` and `drive_sync` are the only two drivers and differ in their awaits alone (and
-the sync one's time limits, which `limits` enforces on the sockets because a blocking attempt
-cannot be cancelled). This lives apart from
-`retrymw.httpx` so that `_httpx_client` can use it without importing the transports' module,
-which re-exports the helpers.
+`HttpCall` holds every step, down to the responses' disposal (`responses`): a superseded one
+is drained during the backoff wait and within it, the returned one keeps the call's deadline,
+the latest one is closed when the call ends in an error. `drive_async` and `drive_sync` are the
+only two drivers and differ in their awaits alone (and the sync one's time limits, which
+`limits` enforces on the sockets because a blocking attempt cannot be cancelled). This lives
+apart from `retrymw.httpx` so that the client helpers (`client`) can use it without importing
+the transports' module, which re-exports the helpers.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -33,15 +32,9 @@ from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
 from .._protect.targets import PerTarget
 from .flavour import Flavour
-from .limits import limit_sync_attempt, within
-from .semantics import (
-    DRAIN_GRACE,
-    DRAIN_TIMEOUT,
-    RETRY_COUNT_HEADER,
-    HttpExchange,
-    drainable,
-    format_target,
-)
+from .limits import cap_phase_timeouts
+from .responses import bound_body, drain_async, drain_sync
+from .semantics import RETRY_COUNT_HEADER, HttpExchange, format_target
 
 if TYPE_CHECKING:
     from .._core.retrier import Retrier
@@ -107,7 +100,7 @@ class HttpCall(HttpExchange):
 
     An SDK's retry-count header (``x-stainless-retry-count``, `RETRY_COUNT_HEADER`) is kept
     true: every attempt sends its real number of earlier attempts (0, 1, 2...), counted from
-    the value the SDK sent.
+    ``sdk_count``: the SDK's own count when the SDK above is retrying, else 0 (`sdk`).
 
     Args:
         retrier: the retrier running the call (its clock reads ``Retry-After`` dates).
@@ -117,14 +110,14 @@ class HttpCall(HttpExchange):
         flavour: the request's library (httpx or httpx2).
         attempt_header: a header that carries each attempt's number (1, 2, 3...) to the
             server, or ``None`` to send none (`retrymw.server` reads it).
-        sdk_count: the request's `RETRY_COUNT_HEADER` as it arrived (`sdk_retry_count`).
+        sdk_count: the number the attempts' `RETRY_COUNT_HEADER` counts from, or ``None`` to
+            leave the header as it is (absent, or not a count).
     """
 
     __slots__ = (
         "_attempt_header",
         "_counted",
         "_sent",
-        "_started_at",
         "flavour",
         "policy",
         "request",
@@ -140,7 +133,7 @@ class HttpCall(HttpExchange):
         flavour: Flavour,
         attempt_header: str | None = None,
         *,
-        sdk_count: str | None,
+        sdk_count: int | None,
     ) -> None:
         clock = retrier.clock
         super().__init__(
@@ -154,13 +147,10 @@ class HttpCall(HttpExchange):
         self.request = request
         self.policy = policy
         self.flavour = flavour
-        # An SDK's count on arrival: its own earlier attempts, which ours are added to.
-        count = sdk_count
-        self._counted = count is not None and count.isascii() and count.isdigit() and len(count) < 6
-        self._sent = int(count) if count is not None and self._counted else 0
+        # The earlier attempts ours are added to: the SDK's own, when it is retrying (`sdk`).
+        self._counted = sdk_count is not None
+        self._sent = sdk_count or 0
         self._attempt_header = attempt_header
-        # No later than the engine's own start: the deadline left is never overestimated.
-        self._started_at = clock.now()
 
     def sender(self, send: Callable[[Any], T]) -> Callable[[], T]:
         """One attempt: ``send(request)``, the SDK's retry count first set to the real one, and
@@ -234,51 +224,17 @@ class HttpCall(HttpExchange):
             )
         return result
 
-    async def discard(self, result: Any, limit: float) -> None:
-        """Read a small superseded body so its connection is reused, then close the response.
+    async def discard(self, result: Any, delay: float, deadline_left: float | None) -> None:
+        """Drain a superseded response during the backoff wait, then close it (`drain_async`)."""
+        await drain_async(result, delay, deadline_left)
 
-        The read is part of the backoff wait: it stops after ``limit`` (the backoff delay,
-        see `drain_limit`) and the response is then closed unread, costing its connection.
-        """
-        try:
-            limit = self.drain_limit(limit)
-            if limit > 0.0 and drainable(result):
-                with anyio.move_on_after(limit):
-                    await result.aread()
-        except Exception:  # a superseded response: failing to drain only costs its connection
-            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
-        finally:
-            with anyio.CancelScope(shield=True):  # a cancelled call still frees the connection
-                await result.aclose()
+    def discard_sync(self, result: Any, delay: float, deadline_left: float | None) -> None:
+        """Sync twin of `discard` (`drain_sync`)."""
+        drain_sync(result, delay, deadline_left)
 
-    def discard_sync(self, result: Any, limit: float) -> None:
-        """Sync twin of `discard`: every socket read ends by the limit (`within`)."""
-        try:
-            limit = self.drain_limit(limit)
-            if limit > 0.0 and drainable(result):
-                ends = time.monotonic() + limit
-                with within(limit):
-                    for _ in result.iter_raw():
-                        # A transport whose sockets `within` cannot reach stops between chunks.
-                        if time.monotonic() >= ends:
-                            break
-        except Exception:
-            logger.debug("retrymw: could not drain a superseded response", exc_info=True)
-        finally:
-            result.close()
-
-    def drain_limit(self, delay: float) -> float:
-        """How long reading a superseded body may take before a retry ``delay`` s away.
-
-        The delay, but at least `DRAIN_GRACE` and at most `DRAIN_TIMEOUT`; and never what the
-        policy's ``deadline`` leaves the next attempt.
-        """
-        limit = min(max(delay, DRAIN_GRACE), DRAIN_TIMEOUT)
-        deadline = self.policy.deadline
-        if deadline is not None:
-            left = deadline - (self.retrier.clock.now() - self._started_at) - delay
-            limit = min(limit, left)
-        return limit
+    def returned(self, result: Any, deadline_left: float | None) -> Any:
+        """The response the call returns, its body bounded by the deadline (`bound_body`)."""
+        return bound_body(result, deadline_left, self.flavour.module, self.request)
 
     async def abandon(self) -> None:
         """Close the latest response: the call ends in an error and will not return it.
@@ -386,7 +342,8 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
 
 
 def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
-    """Sync twin of `drive_async`; each attempt's time limit is enforced by `limit_sync_attempt`."""
+    """Sync twin of `drive_async`; each attempt's httpx timeouts are capped to its time limit
+    (`cap_phase_timeouts`)."""
     try:
         return _run_sync(call, send)
     except BaseException:
@@ -419,7 +376,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
                 return response
             first_result = response
     extensions = request.extensions
-    attempt = limit_sync_attempt(single, request, call.policy, call.retrier.clock)
+    attempt = cap_phase_timeouts(single, request)
     try:
         result = call.retrier.execute_sync(
             attempt,
@@ -429,6 +386,6 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
         call.raise_translated(error)
         raise
     finally:
-        request.extensions = extensions  # limit_sync_attempt sets each attempt's timeouts there
+        request.extensions = extensions  # cap_phase_timeouts sets each attempt's timeouts there
         first_error = None  # no reference cycle through this frame, as in `_run_async`
     return call.checked(result)

@@ -3,67 +3,45 @@
 An async attempt is cancelled when its time is up (``anyio.fail_after`` in the engine). A
 blocking one cannot be, and httpx's per-phase timeouts bound each socket operation, not their
 sum: a server sending one byte per read timeout keeps an attempt alive for as long as it
-likes. So a sync attempt runs `within` a deadline (a `ContextVar`, so one per thread), and the
-connection pool of an ``httpx.HTTPTransport`` gets a network backend (`bound_transport`) whose
-streams cut every connect, TLS handshake, read and write to what is left of it, raising
-httpcore's own timeout (which httpx reports as ``httpx.ConnectTimeout``, ``ReadTimeout`` or
-``WriteTimeout``) once it has passed.
+likes. So the engine's sync driver runs a bounded attempt `within` its time limit
+(`retrymw._core.time_limits`), and the connection pool of an ``httpx.HTTPTransport`` gets a
+network backend (`bound_transport`) whose streams cut every connect, TLS handshake, read and
+write to what is left of it, raising httpcore's own timeout (which httpx reports as
+``httpx.ConnectTimeout``, ``ReadTimeout`` or ``WriteTimeout``) once it has passed.
 
 httpx2 (with its httpcore2) is bounded the same way: the backend raises the timeouts of the
 httpcore flavour whose pool it serves.
 
-The deadline ends with the attempt: the returned response's body is read later by the caller
-under the client's own timeouts, as with the async transport. A sync transport that is not an
+The attempt's limit ends with the attempt; the returned response's body is bounded by the
+call's deadline alone (`retrymw._http.responses`). A sync transport that is not an
 ``httpx.HTTPTransport`` (nor wraps its pool) is bounded per phase only, by the ``timeout``
-request extension (`limit_sync_attempt`).
+request extension (`cap_phase_timeouts`).
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
-from .._core.clock import Clock
-from .._core.policy import RetryPolicy
+from .._core.time_limits import remaining
 from .semantics import cut_timeouts
 
-__all__ = ["bound_transport", "limit_sync_attempt", "time_left", "within"]
+__all__ = ["bound_transport", "cap_phase_timeouts", "time_left"]
 
 T = TypeVar("T")
 
-# time.monotonic() by which the current sync attempt (or drain) must be over; None: no limit.
-_DEADLINE: ContextVar[float | None] = ContextVar("retrymw_sync_deadline", default=None)
 # A write is split so that each piece gets what is left: httpcore's sync stream retries
 # send() with one timeout until the whole buffer is out, which a slow reader could stretch.
 _WRITE_PIECE = 64 * 1024
 
 
-@contextmanager
-def within(limit: float) -> Iterator[None]:
-    """Bound the blocking socket operations of this thread inside the block to ``limit`` s.
-
-    An enclosing limit that ends sooner still applies.
-    """
-    deadline = time.monotonic() + limit
-    current = _DEADLINE.get()
-    token = _DEADLINE.set(deadline if current is None else min(current, deadline))
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-
-
 def time_left(timeout: float | None, error: type[Exception]) -> float | None:
-    """``timeout`` cut to what the current deadline leaves; raise ``error`` once it has passed."""
-    deadline = _DEADLINE.get()
-    if deadline is None:
+    """``timeout`` cut to what the current limit (`within`) leaves; raise ``error`` once past."""
+    left = remaining()
+    if left is None:
         return timeout
-    left = deadline - time.monotonic()
     if left <= 0.0:
         raise error("retrymw: the attempt's time limit has passed")
     return left if timeout is None else min(timeout, left)
@@ -164,31 +142,26 @@ def bound_transport(transport: object) -> bool:
     return False
 
 
-def limit_sync_attempt(
-    send: Callable[[], T], request: Any, policy: RetryPolicy, clock: Clock
-) -> Callable[[], T]:
-    """Bound each sync attempt by what the policy's ``timeout`` and ``deadline`` leave.
+def cap_phase_timeouts(send: Callable[[], T], request: Any) -> Callable[[], T]:
+    """Cap every httpx phase timeout of each sync attempt to the attempt's time limit.
 
-    The attempt runs `within` its limit, and httpx's ``timeout`` request extension caps each
-    phase too (the pool wait, and every transport whose sockets `bound_transport` cannot
-    reach). Both end with the attempt: the extension's dict, which httpx hands on to httpcore
-    and which httpcore reads again when the caller reads the body, gets the caller's own
-    values back. The caller restores ``request.extensions`` when the call ends.
+    The engine's sync driver runs a bounded attempt `within` its limit; the bounded sockets of
+    `bound_transport` honour it, and httpx's ``timeout`` request extension, capped here, bounds
+    the pool wait and every transport whose sockets cannot be reached. The cap ends with the
+    attempt: the extension's dict, which httpx hands on to httpcore and which httpcore reads
+    again when the caller reads the body, gets the caller's own values back. The caller
+    restores ``request.extensions`` when the call ends.
     """
-    if policy.timeout is None and policy.deadline is None:
-        return send
     original = request.extensions
-    started = clock.now()
 
     def attempt() -> T:
-        limit = policy.attempt_limit(clock.now() - started)
-        if limit is None:  # pragma: no cover - the policy has a timeout or a deadline
+        limit = remaining()
+        if limit is None:
             return send()
         cut: dict[str, Any] = cut_timeouts(original.get("timeout"), limit)
         request.extensions = {**original, "timeout": cut}
         try:
-            with within(limit):
-                return send()
+            return send()
         finally:
             given = original.get("timeout")
             cut.clear()

@@ -16,13 +16,11 @@ from .._core.errors import ConfigError
 from .._core.events import Outcome, RetryReason
 from .._core.matchers import Matcher, compile_matcher, on_status
 from .._core.policy import RetryPolicy
+from .._core.suggestions import did_you_mean, listed
 from ..instrumentation._names import OVERFLOW, BoundedValues
 from .hints import NO_HINTS, WHITESPACE, parse_retry_after, read_hints, should_retry
 
 __all__ = [
-    "DRAIN_GRACE",
-    "DRAIN_LIMIT",
-    "DRAIN_TIMEOUT",
     "HELPER_EXTENSION",
     "HTTP_RETRY_ON",
     "IDEMPOTENCY_KEY_HEADER",
@@ -39,7 +37,6 @@ __all__ = [
     "attempt_limit",
     "content_length",
     "cut_timeouts",
-    "drainable",
     "format_target",
     "http_policy",
     "is_idempotent",
@@ -64,8 +61,8 @@ IDEMPOTENCY_KEY_HEADER = "idempotency-key"
 #: Statuses the default HTTP policy retries.
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 #: The retry-count header the OpenAI and Anthropic SDKs send (Stainless-generated clients): the
-#: transport keeps it true to the real attempt, and a value of 1 or more on arrival means the SDK
-#: is retrying on top of the transport.
+#: transport keeps it true to the real attempt. A value of 1 or more means the SDK is retrying
+#: on top of the transport only when that SDK, in this process, set it (`sdk.SdkAttempts`).
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
 
 
@@ -78,14 +75,6 @@ def sdk_retry_count(headers: Any) -> str | None:
     return headers[RETRY_COUNT_HEADER] if RETRY_COUNT_HEADER in headers else None  # noqa: SIM401
 
 
-#: A superseded response with a known ``Content-Length`` up to this size is read before it is
-#: closed, so that its keep-alive connection goes back to the pool instead of being dropped.
-DRAIN_LIMIT = 64 * 1024
-#: Reading a superseded body is part of the backoff wait, so it may take the backoff delay, but
-#: at least this long (a zero delay still reads a body that has already arrived) and at most
-#: `DRAIN_TIMEOUT`: a body slower than that is a trickle, and costs its connection instead.
-DRAIN_GRACE = 0.02
-DRAIN_TIMEOUT = 1.0
 #: A streaming request body is buffered up to this size to make it replayable; a larger one is
 #: sent once and never retried (reason ``body_not_replayable``).
 REPLAY_LIMIT = 16 * 1024 * 1024
@@ -228,9 +217,13 @@ class PolicyResolver:
             try:
                 return self.policies[override]
             except KeyError:
-                known = ", ".join(sorted(self.policies)) or "none configured"
+                known = listed(self.policies, none="none configured")
+                hint = did_you_mean(override, self.policies)
                 raise ConfigError(
-                    'extensions["retrymw"]', override, f"unknown policy (known: {known})", '"fast"'
+                    'extensions["retrymw"]',
+                    override,
+                    f"unknown policy (known: {known}){hint}",
+                    '"fast"',
                 ) from None
         if isinstance(override, RetryPolicy):
             if (
@@ -396,11 +389,3 @@ class HttpExchange:
             "server_said_no" if hints.should_retry is False else self._veto_sent
         )
         return Outcome(attempt, elapsed, None, result, status, hints.delay, said_no, hints.header)
-
-
-def drainable(response: Any) -> bool:
-    """Whether a superseded response is worth reading before it is closed."""
-    # Closing an unread body makes httpcore drop the connection; reading a small one keeps it.
-    # An unknown length (chunked) could be endless, so it is closed unread.
-    length = content_length(response.headers.get("content-length"))
-    return not response.is_stream_consumed and length is not None and length <= DRAIN_LIMIT

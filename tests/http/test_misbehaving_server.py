@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from retrymw import AttemptStarted, ConfigError, Outcome, Retrier, RetryPolicy, on_predicate
-from retrymw._http.semantics import DRAIN_TIMEOUT
+from retrymw._http.responses import DRAIN_TIMEOUT
 from retrymw.httpx import (
     ATTEMPTS_EXTENSION,
     AsyncRetryTransport,

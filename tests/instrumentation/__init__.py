@@ -75,11 +75,14 @@ class Hinting:
     ) -> Outcome:
         return Outcome(attempt, elapsed, error, result, None, self.retry_after, self.veto)
 
-    async def discard(self, result: object, limit: float) -> None:
+    async def discard(self, result: object, delay: float, deadline_left: float | None) -> None:
         return None
 
-    def discard_sync(self, result: object, limit: float) -> None:
+    def discard_sync(self, result: object, delay: float, deadline_left: float | None) -> None:
         return None
+
+    def returned(self, result: object, deadline_left: float | None) -> object:
+        return result
 
 
 def retrier(
