@@ -133,6 +133,20 @@ class TransportCore:
             return self.resolver.once(policy), count
         return policy, count
 
+    def call(
+        self, request: Any, policy: RetryPolicy, count: SdkAttempt | None, replayable: bool
+    ) -> HttpCall:
+        """The `HttpCall` of a prepared ``request`` (`prepare`) whose body is buffered."""
+        return HttpCall(
+            self.retrier,
+            request,
+            policy,
+            replayable,
+            self.flavour,
+            self.attempt_header,
+            sdk_count=None if count is None else count.start,
+        )
+
     def describe(self, kind: str, transport: object) -> str:
         policy = self.resolver.default
         return f"<{kind} policy={policy.name!r} attempts={policy.attempts} transport={transport!r}>"
@@ -190,15 +204,7 @@ class AsyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
-        call = HttpCall(
-            core.retrier,
-            request,
-            policy,
-            replayable,
-            flavour,
-            core.attempt_header,
-            sdk_count=None if count is None else count.start,
-        )
+        call = core.call(request, policy, count, replayable)
         if count is None:
             return await self._drive(call)
         try:
@@ -247,15 +253,7 @@ class SyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
-        call = HttpCall(
-            core.retrier,
-            request,
-            policy,
-            replayable,
-            flavour,
-            core.attempt_header,
-            sdk_count=None if count is None else count.start,
-        )
+        call = core.call(request, policy, count, replayable)
         if count is None:
             return self._drive(call)
         try:
