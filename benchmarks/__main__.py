@@ -18,7 +18,14 @@ GroupFactory = Callable[[bool], list[Group]]
 
 
 def _factories() -> list[GroupFactory]:
-    from . import cases_core, cases_http, cases_memory, cases_replay, cases_telemetry
+    from . import (
+        cases_core,
+        cases_fleet,
+        cases_http,
+        cases_memory,
+        cases_replay,
+        cases_telemetry,
+    )
 
     return [
         cases_core.groups,
@@ -26,6 +33,7 @@ def _factories() -> list[GroupFactory]:
         cases_telemetry.groups,
         cases_replay.groups,
         cases_memory.groups,
+        cases_fleet.groups,
     ]
 
 

@@ -80,7 +80,8 @@ class Retrier(Engine):
             resume key (``with retrymw.resume(key):``) keeps its attempts and retry-budget
             expiry there and a later process goes on from them (docs/resume.md).
         fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle become fleet-wide,
-            per target (docs/fleet.md).
+            per target, the budget's state named by the policy's name (docs/fleet.md); the
+            default budget is then one per operation.
 
     Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
     instance as a decorator on async and sync functions.
@@ -109,7 +110,15 @@ class Retrier(Engine):
         self._store = store
         self.policy = policy if policy is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        self._budget: BudgetArg = default_budget(self._clock) if budget is _DEFAULT else budget
+        # A fleet shares the default budget per operation: one target's retries are paid by
+        # that target, never by another retrier's successes under the same policy name.
+        self._budget: BudgetArg = budget
+        if budget is _DEFAULT:
+            self._budget = (
+                default_budget(self._clock)
+                if fleet is None
+                else default_budget(self._clock, per_target=True)
+            )
         # The plain success path funds one budget without a lookup (a PerTarget needs the target).
         self._funded: RetryBudget | None = (
             self._budget if isinstance(self._budget, RetryBudget) else None
@@ -133,8 +142,8 @@ class Retrier(Engine):
         self._budget_reported_at = -math.inf
         if fleet is not None:
             for protection in (self._breaker, self._budget, self._throttle):
-                if protection is not None:
-                    fleet.attach(protection)
+                if protection is not None:  # a budget's fleet key names its policy
+                    fleet.attach(protection, owner=self.policy.name)
         self._announce()
         self._full = (self._dispatch, self._plain_hooks(self.policy, self._dispatch))
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;

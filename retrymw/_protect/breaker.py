@@ -248,14 +248,19 @@ class CircuitBreaker:
             admitted = state == "closed" or (
                 state == "half_open" and len(self._probes) < self._settings.half_open_max_calls
             )
+            gate = self._gate if state == "half_open" and admitted else None
             if state == "half_open" and admitted:
-                # A fleet's gate (retrymw.fleet): a fleet-wide probe lease.
-                admitted = self._gate is None or self._gate()
-                if admitted:
-                    self._probes.admit()
+                self._probes.admit()  # the slot is taken now; the gate may give it back
             if not admitted:
                 self._rejected += 1
         self._emit(events)
+        if gate is not None and not _passes(gate):
+            # A fleet's gate (retrymw.fleet) refused its fleet-wide probe lease. It was asked
+            # outside the lock: a store round trip must never hold up the breaker's callers.
+            with self._lock:
+                self._probes.finish()  # this context's permit: the slot it took
+                self._rejected += 1
+            return False
         return admitted
 
     def record_success(self) -> None:
@@ -349,6 +354,12 @@ class CircuitBreaker:
             if listener not in self._listeners:
                 self._listeners = (*self._listeners, listener)
 
+    @property
+    def settings(self) -> BreakerSettings:
+        """The breaker's validated settings (frozen; its clones share them): what its trip
+        rules are, for the telemetry that shows them and the fleet that shares them."""
+        return self._settings
+
     def statistics(self) -> CircuitBreakerStatistics:
         """Return a frozen snapshot of the breaker."""
         self.state  # noqa: B018 - applies a due open→half_open transition first
@@ -434,6 +445,15 @@ class CircuitBreaker:
         for event in events:
             for listener in self._listeners:
                 _notify(listener, event)
+
+
+def _passes(gate: Callable[[], bool]) -> bool:
+    """Ask a probe gate; one that raises admits (the breaker then decides alone)."""
+    try:
+        return bool(gate())
+    except Exception:
+        _logger.exception("breaker probe gate %r failed; deciding locally", gate)
+        return True
 
 
 def _notify(listener: Listener, event: BreakerStateChanged) -> None:

@@ -98,6 +98,8 @@ class RetryBudgetStatistics:
         min_capacity: the floor of the capacity, and the tokens of a fresh budget.
         floor_credit: retries the floor may still fund before the next success.
         window: the trailing window in seconds.
+        credit_per_success: retries the floor lends between two successes (the
+            ``floor_credit`` setting).
     """
 
     available: float
@@ -111,6 +113,7 @@ class RetryBudgetStatistics:
     min_capacity: float
     window: float
     floor_credit: float = math.inf
+    credit_per_success: int = 2
 
 
 @final
@@ -301,6 +304,7 @@ class RetryBudget:
                 min_capacity=self._min_capacity,
                 window=self._window,
                 floor_credit=self._credit,
+                credit_per_success=self._floor_credit,
             )
 
     def __repr__(self) -> str:

@@ -18,7 +18,8 @@ first, but *idle* ones before those still holding load back:
 Only when every live target is holding back (more than ``max_targets`` dependencies failing at
 once) is the least recently used of them evicted anyway: memory stays bounded, and that
 target re-learns its state from its next failures. A caller still holding an evicted instance
-finishes its call on it; nothing else sees it again.
+finishes its call on it; nothing else sees it again. Eviction listeners hear of it (a fleet
+detaches the instance: an evicted target leaves the fleet too).
 
 Thread- and task-safe: `get` reads without a lock, `for_target` takes a short one to mark the
 target used; fork-safe (`forks`).
@@ -67,6 +68,7 @@ class PerTarget(Generic[Protection]):
     __slots__ = (
         "__weakref__",
         "_created",
+        "_evicted",
         "_instances",
         "_listeners",
         "_lock",
@@ -89,6 +91,7 @@ class PerTarget(Generic[Protection]):
         self._instances: OrderedDict[str, Protection] = OrderedDict()  # oldest use first
         self._listeners: tuple[Listener, ...] = ()
         self._created: tuple[Callable[[str, Any], None], ...] = ()
+        self._evicted: tuple[Callable[[str, Any], None], ...] = ()
         self._lock = threading.Lock()
         after_fork_in_child(self)
 
@@ -116,7 +119,10 @@ class PerTarget(Generic[Protection]):
                 instances.move_to_end(target)
                 return instance
             if len(instances) >= self._max_targets:
-                del instances[self._victim()]
+                victim = self._victim()
+                evicted = instances.pop(victim)
+                for listener in self._evicted:  # a fleet (retrymw.fleet) detaches it
+                    listener(victim, evicted)
             instance = instances[target] = self._create(target)
             return instance
 
@@ -145,6 +151,15 @@ class PerTarget(Generic[Protection]):
         with self._lock:
             if listener not in self._created:
                 self._created = (*self._created, listener)
+
+    def add_eviction_listener(self, listener: Callable[[str, Any], None]) -> None:
+        """Call ``listener(target, instance)`` for every instance evicted from now on.
+
+        A listener equal to one already added is not added again.
+        """
+        with self._lock:
+            if listener not in self._evicted:
+                self._evicted = (*self._evicted, listener)
 
     def statistics(self) -> dict[str, Statistics]:
         """Return each live target's snapshot, by target, least recently used first."""

@@ -19,6 +19,7 @@ from typing import Any
 from .._core.errors import ConfigError
 from .._protect.budget import RetryBudget
 from ..fleet._budget import SharedBudget
+from ..fleet._replies import BudgetReply
 
 __all__ = ["FleetSettings", "Store", "Synchroniser"]
 
@@ -55,42 +56,83 @@ class FleetSettings:
 
 
 class Store:
-    """The budget script's bucket and the members' heartbeats, on virtual time (seconds).
+    """The budget script's buckets and the members' heartbeats, on virtual time (seconds).
 
-    `budget` is `retrymw.fleet._scripts.BUDGET` step for step (the rule is written once, on
-    that script); tests/fleet/test_budget_rule.py runs both on the same steps.
+    `budget` is the budget rule of `retrymw.fleet._scripts.STEP` step for step (the rule is
+    written once, on that script); tests/fleet/test_budget_rule.py runs both on the same steps.
     """
 
     def __init__(self, settings: FleetSettings) -> None:
         self.member_ttl = max(1.0, 4 * settings.interval)
         self.heartbeats: dict[int, float] = {}
-        self.leases: dict[int, tuple[float, int]] = {}  # member -> (expiry, tokens held)
+        # member -> (expiry, tokens held, its trailing successes, when they were counted)
+        self.leases: dict[int, tuple[float, int, float, float]] = {}
         self.leased = 0
         self.sweep = 0.0
         self.tokens: float | None = None
         self.successes = 0.0
         self.at: float | None = None
+        self.credit: float | None = None
+        self.median: float | None = None
+        self.n = 0
 
-    def budget(self, member: int, arguments: list[Any], now: float) -> list[Any]:
-        """One `BUDGET` script run: report, deposit, lease, and the capacity and members."""
-        deposits, want, ratio, burst, window_ms, floor, held = arguments
-        ratio, burst, floor, window = float(ratio), float(burst), float(floor), window_ms / 1000
+    def budget(self, member: int, record: str, now: float) -> BudgetReply:
+        """One budget record of the `STEP` script: report, deposit, lease."""
+        words = record.split(" ")
+        deposits, want, held = int(words[3]), int(words[4]), int(words[5])
+        ratio, burst, window = float(words[6]), float(words[7]), int(words[8]) / 1000
+        floor, credit_per = float(words[9]), int(words[10])
         self.heartbeats[member] = now + self.member_ttl
-        members = sum(expiry > now for expiry in self.heartbeats.values())
         tokens = floor if self.tokens is None else self.tokens
         at = now if self.at is None else self.at
-        leased = self.leased - self.leases.get(member, (0.0, 0))[1] + held
+        lease = self.leases.get(member)
+        if lease is None:
+            self.n += 1
+            before, mine, mine_at = 0, 0.0, now
+        else:
+            _, before, mine, mine_at = lease
+        successes = self.successes * math.exp(-max(0.0, now - at) / window)
+        mine *= math.exp(-max(0.0, now - mine_at) / window)
+        if self.n > 1:  # one member's claim: at most twice the median member's
+            cap = 2 * max(self.median or 0.0, floor / burst if burst > 0 else floor)
+            deposits = max(0, min(deposits, math.floor(cap - mine)))
+        mine += deposits
+        share = max(1, math.ceil(max(floor, burst * successes) / max(1, self.n)))
+        held = min(held, before + share)
+        leased = self.leased - before + held
         if now >= self.sweep:  # leases of members that stopped stepping return; recount
-            self.leases = {m: lease for m, lease in self.leases.items() if lease[0] > now}
-            leased = held + sum(count for m, (_, count) in self.leases.items() if m != member)
+            live = {
+                m: lease
+                for m, lease in self.leases.items()
+                if m != member and self.heartbeats.get(m, 0.0) > now
+            }
+            self.leases = live
+            leased = held + sum(lease[1] for lease in live.values())
+            self.n = 1 + len(live)
+            claims = [mine] + [
+                lease[2] * math.exp(-max(0.0, now - lease[3]) / window) for lease in live.values()
+            ]
+            claims.sort()
+            self.median = claims[(len(claims) + 1) // 2 - 1]
             self.sweep = now + self.member_ttl
-        self.successes = self.successes * math.exp(-max(0.0, now - at) / window) + deposits
-        capacity = max(floor, burst * self.successes)
+        successes += deposits
+        capacity = max(floor, burst * successes)
+        funded = self.n * math.floor(burst * successes / self.n)
         tokens = max(0.0, min(capacity - leased, tokens + deposits * ratio))
+        if deposits > 0:
+            self.credit = max(0.0, credit_per * self.n - max(0.0, leased - funded))
+        elif self.credit is not None:
+            self.credit = max(0.0, self.credit - max(0, held - before))
         granted = max(0, min(want, math.floor(tokens)))
-        self.tokens, self.at, self.leased = tokens - granted, now, leased + granted
-        self.leases[member] = (now + self.member_ttl, held + granted)
-        return [granted, repr(capacity), members, now]
+        if self.credit is not None:
+            room = max(0, math.floor(funded - leased))
+            if granted - room > self.credit:
+                granted = max(0, min(granted, room + math.floor(self.credit)))
+            self.credit = max(0.0, self.credit - max(0, granted - room))
+        self.tokens, self.at, self.successes = tokens - granted, now, successes
+        self.leased = leased + granted
+        self.leases[member] = (now + self.member_ttl, held + granted, mine, now)
+        return BudgetReply(granted=granted, capacity=capacity, members=self.n)
 
 
 class Synchroniser:
@@ -101,11 +143,13 @@ class Synchroniser:
     def __init__(self, budget: RetryBudget, index: int, settings: FleetSettings) -> None:
         stats = budget.statistics()
         self.share = SharedBudget(
-            "dependency",
+            "default:dependency",
+            index,
             ratio=stats.ratio,
             burst=stats.burst,
             window=stats.window,
             min_capacity=stats.min_capacity,
+            floor_credit=stats.credit_per_success,
             max_lease=settings.max_lease,
             assumed_members=settings.assumed_members,
         )
@@ -117,4 +161,5 @@ class Synchroniser:
         if self.settings.store_down(now):
             self.share.fall_back()
             return
-        self.share.apply(self.store.budget(self.index, self.share.prepare(), now))
+        record, _ = self.share.record()
+        self.share.apply(self.store.budget(self.index, record, now))

@@ -2,9 +2,14 @@
 
 `member_main` reads its configuration (one JSON line, with the Redis URL) from stdin, never
 from its command line, which ``ps`` shows to everyone; it prints ``ready``, reads the common
-start time (wall clock) from stdin, calls the upstream at its rate until the end (or SIGTERM),
-and prints one JSON line: its calls and attempts, those of the calls started during the outage,
-and its fleet's health.
+start time (wall clock) from stdin, and issues its calls on a fixed schedule from that start:
+call ``i`` at ``start + i / rate``, the same schedule in every process of both groups. A call
+belongs to the outage when its *scheduled* time falls in the outage window, so every process
+counts the same calls there, whatever its group and however late its event loop ran; its
+attempts are those of that very call (a context variable ties the transport's `CallFinished`
+to it). At the end (or SIGTERM) it waits for its calls in flight and prints one JSON line: its
+calls and attempts, those of the outage's calls, the calls that never finished, and its
+fleet's health.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import signal
 import sys
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from .._core.events import CallFinished, RetryDenied
@@ -44,7 +50,7 @@ async def _member(config: dict[str, Any], begin: float) -> dict[str, Any]:
     from .._core.policy import RetryPolicy
     from ..httpx import AsyncRetryTransport
 
-    counts = _Counts(begin, config["outage"])
+    counts = _Counts(config["rate"], config["outage"])
     fleet = None
     if config["redis"]:
         from ..fleet import RedisFleet
@@ -60,20 +66,19 @@ async def _member(config: dict[str, Any], begin: float) -> dict[str, Any]:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     if _EARLY_STOP:
         stop.set()
-    end = begin + config["duration"]
-    interval = 1.0 / config["rate"]
-    await asyncio.sleep(max(0.0, begin - time.time()))
+    scheduled = max(1, round(config["duration"] * config["rate"]))
     try:
         async with (
             httpx.AsyncClient(transport=transport, timeout=5.0) as client,
             anyio.create_task_group() as group,
         ):
-            next_at = time.time()
-            while not stop.is_set() and time.time() < end:
-                group.start_soon(counts.get, client, config["url"])
-                next_at += interval
+            for index in range(scheduled):
+                at = begin + index / config["rate"]
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.time()))
+                    await asyncio.wait_for(stop.wait(), max(0.0, at - time.time()))
+                if stop.is_set():
+                    break
+                group.start_soon(counts.get, client, config["url"], index)
             if counts.in_flight:
                 with anyio.move_on_after(_GRACE):
                     await counts.idle.wait()
@@ -92,33 +97,53 @@ async def _member(config: dict[str, Any], begin: float) -> dict[str, Any]:
     return result
 
 
-class _Counts(Instrument):
-    """Counts a client's calls and attempts, and those of calls started during the outage."""
+class _Call:
+    """One scheduled call: whether it belongs to the outage, and its attempts once finished."""
 
-    def __init__(self, begin: float, outage: list[float] | None) -> None:
-        self.window = None if outage is None else (begin + outage[0], begin + sum(outage))
-        self.calls = self.attempts = self.denied = 0
-        self.outage_calls = self.outage_attempts = 0
+    __slots__ = ("attempts", "in_outage")
+
+    def __init__(self, in_outage: bool) -> None:
+        self.in_outage = in_outage
+        self.attempts: int | None = None
+
+
+# The call the current task is making: the transport's events run in the caller's task.
+_CURRENT: ContextVar[_Call | None] = ContextVar("retrymw_demo_call", default=None)
+
+
+class _Counts(Instrument):
+    """Counts a client's calls and attempts, and those of the calls scheduled in the outage."""
+
+    def __init__(self, rate: float, outage: list[float] | None) -> None:
+        self.rate = rate
+        self.window = None if outage is None else (outage[0], outage[0] + outage[1])
+        self.issued: list[_Call] = []
+        self.denied = 0
         self.in_flight = 0
         self.idle = asyncio.Event()
 
+    def in_outage(self, index: int) -> bool:
+        """Whether call ``index`` is scheduled inside the outage window."""
+        offset = index / self.rate
+        return self.window is not None and self.window[0] <= offset < self.window[1]
+
     def call_finished(self, event: CallFinished, /) -> None:
-        """Count the call; its start (now less its duration) says whether it met the outage."""
-        self.calls += 1
-        self.attempts += event.attempts
-        started = time.time() - event.duration
-        if self.window is not None and self.window[0] <= started < self.window[1]:
-            self.outage_calls += 1
-            self.outage_attempts += event.attempts
+        """Give the call its attempts."""
+        call = _CURRENT.get()
+        if call is not None:
+            call.attempts = event.attempts
 
     def retry_denied(self, event: RetryDenied, /) -> None:
         """Count the denied retry."""
         self.denied += 1
 
-    async def get(self, client: Any, url: str) -> None:
-        """One call; its outcome is counted by the events above."""
+    async def get(self, client: Any, url: str, index: int) -> None:
+        """Call ``index``; its attempts are counted by `call_finished`."""
         import httpx
 
+        call = _Call(self.in_outage(index))
+        self.issued.append(call)
+        _CURRENT.set(call)
         self.in_flight += 1
         self.idle.clear()
         try:
@@ -133,10 +158,13 @@ class _Counts(Instrument):
 
     def as_dict(self) -> dict[str, Any]:
         """The counts, for the JSON report."""
+        finished = [call for call in self.issued if call.attempts is not None]
+        outage = [call for call in self.issued if call.in_outage]
         return {
-            "calls": self.calls,
-            "attempts": self.attempts,
+            "calls": len(self.issued),
+            "attempts": sum(call.attempts or 0 for call in finished),
             "denied": self.denied,
-            "outage_calls": self.outage_calls,
-            "outage_attempts": self.outage_attempts,
+            "outage_calls": len(outage),
+            "outage_attempts": sum(call.attempts or 0 for call in outage),
+            "unfinished": len(self.issued) - len(finished),
         }

@@ -1,28 +1,33 @@
-"""`SharedBreaker`: one circuit per target for the whole fleet, adopted by each process's breaker.
+"""`SharedBreaker`: one circuit per name and target for the whole fleet, adopted by each process.
 
 Each process's `CircuitBreaker` keeps deciding locally (no store on the request path while
 closed). Its own trips are *votes*; the store opens the shared circuit only when a quorum of
-the target's members voted (`_scripts.BREAKER`), and every synchroniser step adopts the shared
-state: a shared open circuit opens the local breaker until the shared reopening time (store
-time, converted to this process's clock), a shared circuit closed by a probe closes it.
+the circuit's members voted (`_scripts`), and a process adopts the shared state: a shared open
+circuit opens the local breaker until the shared reopening time (store time, converted to this
+process's clock), a shared circuit closed by a probe closes it. A process learns of a change
+either from its own record's answer or from the namespace's change log, which every step reads,
+so a circuit it is not calling costs it nothing until something happens there.
 
 A process whose own dependency path alone is broken trips and votes alone: it refuses its own
 calls, and the fleet's circuit stays closed.
 
 Half-open fleet-wide: the local breaker admits a probe only with a lease from the store
-(`_scripts.PROBE`, the one store command on the request path, bounded by the probe timeout);
-leases expire, so a probe whose process died frees its slot. The holder's verdict is fenced by
-the version its lease was granted in. While the shared circuit is closed, or the fleet is
-degraded, probes are the local breaker's own business.
+(`_scripts.PROBE`, the one store command on the request path, bounded by the probe timeout and
+run outside the breaker's lock); leases expire, so a probe whose process died frees its slot.
+The holder's verdict is fenced by the version its lease was granted in. While the shared
+circuit is closed, or the fleet is degraded, probes are the local breaker's own business.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, final
+import weakref
+from collections.abc import Callable
+from typing import final
 
 from .._core.events import BreakerStateChanged
 from ._hooks import BreakerHost
+from ._replies import BreakerReply
 
 __all__ = ["SharedBreaker"]
 
@@ -36,54 +41,67 @@ class SharedBreaker:
 
     Args:
         breaker: the breaker (with the fleet hooks).
-        target: the key's hash tag.
+        suffix: the shared circuit's key suffix (``<name>:<target>``, encoded).
+        serial: this link's number in its process.
         quorum: share of the members whose votes open the shared circuit (at least 2 votes).
         recovery: seconds the shared circuit stays open before probes.
         max_probes: probes fleet-wide in half-open (the breaker's ``half_open_max_calls``).
-        lease: a callable taking a lease for a probe: ``lease(self)`` returns the version it was
-            granted in, ``None`` if refused, -1 if the store could not be asked; never raises.
+        lease: takes a lease for a probe: ``lease(self)`` returns the version it was granted
+            in, ``None`` if refused, -1 if the store could not be asked; never raises.
+        urgent: told when this process votes or holds a probe's verdict, so that the next
+            step sends it first; no I/O.
     """
 
     __slots__ = (
         "__weakref__",
+        "_breaker",
         "_lease",
         "_lease_version",
         "_lock",
+        "_sent_vote",
+        "_urgent",
         "_verdict",
         "_vote",
-        "breaker",
         "max_probes",
         "quorum",
         "recovery",
+        "serial",
         "shared_state",
-        "target",
+        "suffix",
         "version",
         "votes",
     )
 
-    kind = "breaker"
+    kind = "k"
 
     def __init__(
         self,
         breaker: BreakerHost,
-        target: str,
+        suffix: str,
+        serial: int,
         *,
         quorum: float,
         recovery: float,
         max_probes: int,
-        lease: Any,
+        lease: Callable[[SharedBreaker], int | None],
+        urgent: Callable[[SharedBreaker], None] | None = None,
     ) -> None:
-        self.breaker = breaker
-        self.target = target
+        # Weakly: the fleet holds its links by their protection object, weakly too, and a strong
+        # reference back would keep every breaker ever attached alive.
+        self._breaker = weakref.ref(breaker)
+        self.suffix = suffix
+        self.serial = serial
         self.quorum = quorum
         self.recovery = recovery
         self.max_probes = max_probes
         self._lease = lease
+        self._urgent = urgent
         self._lock = threading.Lock()
         self.shared_state = "closed"
         self.version = -1  # nothing adopted yet
         self.votes = 0
         self._vote: int | None = None  # the shared version seen when this process tripped
+        self._sent_vote: int | None = -2  # what the store holds for this link (-2: nothing yet)
         self._lease_version: int | None = None
         self._verdict: tuple[str, int] | None = None
         breaker.add_listener(self._transition)
@@ -114,54 +132,83 @@ class SharedBreaker:
             elif event.state == "closed":
                 self._vote = None
             if event.previous_state == "half_open" and self._lease_version is not None:
-                verdict = "success" if event.state == "closed" else "failure"
+                verdict = "s" if event.state == "closed" else "f"
                 self._verdict = (verdict, self._lease_version)
                 self._lease_version = None
+        if self._urgent is not None:
+            self._urgent(self)
 
     # -- the synchroniser's side -------------------------------------------------------------------
 
-    def prepare(self, vote_ttl: float) -> list[Any]:
-        """The script's arguments after ``member``."""
+    def due(self) -> bool:
+        """Whether this step should carry a record: a vote to cast or keep, a verdict."""
+        with self._lock:
+            return (
+                self._verdict is not None
+                or self._vote is not None
+                or (-1 if self._vote is None else self._vote) != self._sent_vote
+            )
+
+    def record(self) -> tuple[str, int]:
+        """The step's record (`_scripts`)."""
         with self._lock:
             vote = -1 if self._vote is None else self._vote
-            verdict, verdict_version = self._verdict or ("", -1)
+            self._sent_vote = vote
+            verdict, verdict_version = self._verdict or ("-", -1)
             self._verdict = None
-        return [
-            vote,
-            max(1, round(vote_ttl * 1000)),
-            repr(self.quorum),
-            max(1, round(self.recovery * 1000)),
-            verdict,
-            verdict_version,
-        ]
+        line = (
+            f"k {self.serial} {self.suffix} {vote} {self.quorum!r} "
+            f"{max(1, round(self.recovery * 1000))} {verdict} {verdict_version}"
+        )
+        return line, 0
 
-    def apply(self, reply: list[Any]) -> None:
+    def apply(self, reply: BreakerReply, now: int) -> None:
         """Adopt the shared state when it differs from the local one."""
-        state = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-        reopen, version, now = int(reply[1]), int(reply[2]), int(reply[5])
-        self.votes = int(reply[4])
-        changed = version != self.version
-        self.shared_state, self.version = state, version
-        local = self.breaker.state
+        self.votes = reply.votes
+        self.adopt(reply, now)
+
+    @property
+    def breaker(self) -> BreakerHost | None:
+        """The breaker, or ``None`` once nobody uses it any more."""
+        return self._breaker()
+
+    def adopt(self, reply: BreakerReply, now: int) -> None:
+        """Adopt a shared state (a record's answer, or a change from the namespace's log)."""
+        breaker = self._breaker()
+        if breaker is None:
+            return
+        changed = reply.version != self.version
+        self.shared_state, self.version = reply.state, reply.version
+        local = breaker.state
         _ADOPTING.active = True
         try:
-            self._adopt(state, reopen, now, changed, local)
+            if reply.state == "open" and (local == "closed" or (changed and reply.reopen > now)):
+                # A shared open period (the quorum, or a failed probe elsewhere) and its
+                # reopening time. It absorbs this process's own vote: the circuit speaks for it.
+                with self._lock:
+                    self._vote = None
+                breaker.adopt("open", retry_in=max(0.0, (reply.reopen - now) / 1000))
+            elif reply.state == "closed" and changed and local != "closed" and self._vote is None:
+                breaker.adopt("closed")  # a probe somewhere closed the shared circuit
         finally:
             _ADOPTING.active = False
         if changed:
             with self._lock:
                 self._lease_version = None
 
-    def _adopt(self, state: str, reopen: int, now: int, changed: bool, local: str) -> None:
-        if state == "open" and (local == "closed" or (changed and reopen > now)):
-            # A shared open period (the quorum, or a failed probe elsewhere) and its reopening
-            # time. It absorbs this process's own vote: the shared circuit now speaks for it.
-            with self._lock:
-                self._vote = None
-            self.breaker.adopt("open", retry_in=max(0.0, (reopen - now) / 1000))
-        elif state == "closed" and changed and local != "closed" and self._vote is None:
-            self.breaker.adopt("closed")  # a probe somewhere closed the shared circuit
-
     def fall_back(self) -> None:
         """Degraded: the local breaker decides alone (no gate on probes)."""
+        self.shared_state = "unknown"
+        self.resend()
+
+    def resend(self) -> None:
+        """The store forgot this member: record again at the next step."""
+        with self._lock:
+            self._sent_vote = -2
+
+    def detach(self) -> None:
+        """Leave the fleet: no gate on the breaker's probes any more."""
+        breaker = self._breaker()
+        if breaker is not None:
+            breaker.gate_probes(None)
         self.shared_state = "unknown"

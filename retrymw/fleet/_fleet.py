@@ -2,14 +2,22 @@
 
 "Decide locally, share asynchronously": the protection objects decide every call on their own,
 without the store; a background thread (the `Synchroniser` of ``_sync``, so sync and async users
-alike are served) runs one pipelined round trip per ``sync_interval``: one atomic script per
-attached object (`_scripts`), which deposits successes and leases budget tokens (`SharedBudget`),
-publishes and pools throttle counts (`SharedThrottle`), casts breaker votes and adopts the shared
-circuit (`SharedBreaker`). The one store command on the request path is a half-open probe's
-lease, bounded by ``probe_timeout`` and skipped while degraded.
+alike are served) runs one batched round trip per ``sync_interval``: one script call carrying a
+record for each attached object that has something to say (`_scripts`), which deposits
+successes and leases budget tokens (`SharedBudget`), publishes and pools throttle counts
+(`SharedThrottle`), casts breaker votes and adopts the shared circuits (`SharedBreaker`). The
+one store command on the request path is a half-open probe's lease, bounded by
+``probe_timeout``, asked outside the breaker's lock and skipped while degraded.
 
-A store that is slow, hung or down (or down at start) never delays or fails a call: the step
-times out on the synchroniser's thread, the fleet turns *degraded* (one log line, and
+Whose state is whose: every shared object's key names its owner and target (`_keys`, encoded
+so that no two names collide). A budget's owner is the retrier's policy name (``owner=``), a
+breaker's or throttle's its own name (a `PerTarget`'s template's); the target is the
+`PerTarget` target (host, operation) or ``target=``. A `PerTarget` instance evicted for room
+leaves the fleet with it.
+
+A store that is slow, hung, down, down at start, or answering what the scripts never answer
+(every reply is checked: `_replies`) never delays or fails a call: the step fails on the
+synchroniser's thread, which never dies; the fleet turns *degraded* (one log line, and
 ``statistics().degraded``), budgets fall back to a conservative local share, breakers and
 throttles decide on local counts alone; the next step that succeeds rejoins (one log line).
 The redis client never retries on its own and times out after ``timeout``.
@@ -19,6 +27,7 @@ Fork-safe: a forked child is a new member with its own connections and synchroni
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -36,8 +45,10 @@ from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
 from ._breaker import SharedBreaker
 from ._budget import SharedBudget
-from ._client import connect
-from ._sync import KEY_TTL_MS, Link, Synchroniser
+from ._client import Store
+from ._keys import encode_part, namespace_prefix
+from ._replies import parse_lease
+from ._sync import KEY_TTL_MS, STEP_SCRIPT, Link, Synchroniser
 from ._throttle import SharedThrottle
 
 __all__ = ["FleetStatistics", "RedisFleet", "live_fleets"]
@@ -57,7 +68,7 @@ class FleetStatistics:
 
     Attributes:
         member: this process's member id.
-        members: the most members any attached target counted at the last step.
+        members: the namespace's live members (processes) at the last step.
         degraded: the last step failed (or none succeeded yet): decisions are local only.
         last_sync_age: seconds since the last successful step, ``None`` before the first.
         sync_lag: seconds the last step took (its round trip), ``None`` before the first.
@@ -66,6 +77,8 @@ class FleetStatistics:
         targets: attached budgets, breakers and throttles.
         tokens_leased: budget tokens leased from the fleet since creation.
         open_circuits: attached breakers whose shared circuit is open.
+        records: records the last successful step sent (the attached objects that had
+            something to say, or were due for their periodic refresh).
     """
 
     member: str
@@ -78,6 +91,7 @@ class FleetStatistics:
     targets: int
     tokens_leased: int
     open_circuits: int
+    records: int = 0
 
 
 @final
@@ -121,7 +135,8 @@ class RedisFleet:
         if not isinstance(namespace, str) or not namespace:
             raise ConfigError("namespace", shown(namespace), "must be a non-empty string", '"shop"')
         self._url = url
-        self._namespace = _tag(namespace)
+        self._namespace = namespace
+        self._prefix = namespace_prefix(namespace)
         self._interval = bounded_duration(sync_interval, "sync_interval", '"250ms"')
         if not 0.01 <= self._interval <= 60.0:
             raise ConfigError(
@@ -141,6 +156,10 @@ class RedisFleet:
         self._assumed = _positive(assumed_members, "assumed_members", "10")
         self._member_ttl = max(1.0, 4 * self._interval)
         self._links: weakref.WeakKeyDictionary[Any, Link] = weakref.WeakKeyDictionary()
+        self._serials = itertools.count(1)
+        self._scoped: weakref.WeakKeyDictionary[PerTarget[Any], _Scoped] = (
+            weakref.WeakKeyDictionary()
+        )
         self._closed = False
         self._started = False
         self._fresh_process()
@@ -153,10 +172,10 @@ class RedisFleet:
         """What belongs to one process: member id, connections, synchroniser, health."""
         self.member = uuid.uuid4().hex[:16]
         self._lock = threading.Lock()
-        self._client = connect(self._url, timeout=self._timeout)
-        self._probe_client = connect(self._url, timeout=self._probe_timeout)
+        self._store = Store(self._url, timeout=self._timeout)
+        self._probe_store = Store(self._url, timeout=self._probe_timeout)
         self._synchroniser = Synchroniser(
-            self._client,
+            self._store,
             member=self.member,
             namespace=self._namespace,
             interval=self._interval,
@@ -169,74 +188,107 @@ class RedisFleet:
         # The parent's thread does not exist here and its sockets are the parent's.
         self._fresh_process()
         for link in list(self._links.values()):
-            if isinstance(link, SharedBreaker):
-                link.fall_back()
+            link.fall_back()
         if self._started and not self._closed:
             self._started = False
             self.start()
 
     # -- attaching ---------------------------------------------------------------------------------
 
-    def attach(self, protection: Any, *, target: str | None = None) -> None:
+    def attach(
+        self, protection: Any, *, target: str | None = None, owner: str | None = None
+    ) -> None:
         """Make ``protection`` fleet-wide: a budget, breaker, throttle or `PerTarget` of one.
 
-        ``target`` names the shared state (a `PerTarget` names each of its targets itself); by
-        default a breaker's or throttle's name, ``"default"`` for a budget. Attaching twice
-        changes nothing.
+        The shared state is named by an owner and a target. ``owner`` names a budget's owner
+        (a `Retrier` gives its policy's name; ``"default"`` if not given); a breaker or
+        throttle is owned by its own name (a `PerTarget`'s by its template's). ``target`` is
+        ``""`` by default; a `PerTarget` names each of its targets itself, attaches each
+        instance as it is created and detaches it when it is evicted. Attaching twice changes
+        nothing.
 
         Raises:
             TypeError: ``protection`` is none of these, or lacks the fleet hooks.
         """
         if isinstance(protection, PerTarget):
-            _require(protection, "add_creation_listener")
-            protection.add_creation_listener(self._attach_created)
+            _require(protection, "add_creation_listener", "add_eviction_listener")
+            template = protection.template
+            with self._lock:
+                scoped = self._scoped.get(protection)
+                if scoped is None:
+                    budgets = isinstance(template, RetryBudget)
+                    scoped = _Scoped(self, owner if budgets else _name_of(template))
+                    self._scoped[protection] = scoped
+            # The same listeners for the same PerTarget: added once however often attached.
+            protection.add_creation_listener(scoped.created)
+            protection.add_eviction_listener(scoped.evicted)
             for name in protection:
                 instance = protection.get(name)
                 if instance is not None:
-                    self.attach(instance, target=name)
+                    scoped.created(name, instance)
             return
         with self._lock:
-            if protection in self._links:
+            if protection in self._links or self._closed:
                 return
-            self._links[protection] = self._link(protection, target)
-        self._synchroniser.wake()  # a new target joins at once, not an interval later
+            link = self._links[protection] = self._link(protection, target or "", owner)
+        self._synchroniser.mark_urgent(link)  # a new target joins at the next step
+        self._synchroniser.wake()  # which runs now, not an interval later
 
-    def _attach_created(self, target: str, instance: Any) -> None:
-        self.attach(instance, target=target)
+    def detach(self, protection: Any) -> None:
+        """Make ``protection`` local again, and tell the store at the next step (idempotent)."""
+        with self._lock:
+            link = self._links.pop(protection, None)
+        if link is None:
+            return
+        if isinstance(link, SharedBudget):
+            protection.share_with(None)
+        else:
+            link.detach()
+        self._synchroniser.leave(link.kind, link.serial, link.suffix)
+
+    def _urgent(self, link: Link) -> None:
+        """A link's record should go first at the next step (no I/O)."""
+        self._synchroniser.mark_urgent(link)
 
     def _attached(self) -> list[Link]:
         with self._lock:
             return list(self._links.values())
 
-    def _link(self, protection: Any, target: str | None) -> Link:
+    def _link(self, protection: Any, target: str, owner: str | None) -> Link:
+        serial = next(self._serials)
         if isinstance(protection, RetryBudget):
-            _require(protection, "share_with")
+            _require(protection, "share_with", "clone")
             stats = protection.statistics()
             share = SharedBudget(
-                _tag(target or "default"),
+                _suffix(owner or "default", target),
+                serial,
                 ratio=stats.ratio,
                 burst=stats.burst,
                 window=stats.window,
                 min_capacity=stats.min_capacity,
+                floor_credit=stats.credit_per_success,
                 max_lease=self._max_lease,
                 assumed_members=self._assumed,
+                urgent=self._urgent,
             )
             protection.share_with(share)
             return share
         if isinstance(protection, CircuitBreaker):
             _require(protection, "adopt", "gate_probes")
-            settings = protection._settings  # the same library's settings
+            settings = protection.settings
             return SharedBreaker(
                 protection,
-                _tag(target or protection.name),
+                _suffix(protection.name, target),
+                serial,
                 quorum=self._quorum,
                 recovery=settings.recovery_timeout,
                 max_probes=settings.half_open_max_calls,
                 lease=self._lease_probe,
+                urgent=self._urgent,
             )
         if isinstance(protection, AdaptiveThrottle):
             _require(protection, "pool")
-            return SharedThrottle(protection, _tag(target or protection.name))
+            return SharedThrottle(protection, _suffix(protection.name, target), serial)
         raise TypeError(
             "RedisFleet.attach takes a RetryBudget, CircuitBreaker, AdaptiveThrottle or a "
             f"PerTarget of one, not {type(protection).__name__}"
@@ -245,25 +297,29 @@ class RedisFleet:
     # -- the probe lease (request path, half-open only) --------------------------------------------
 
     def _lease_probe(self, link: SharedBreaker) -> int | None:
-        """A fleet-wide probe lease: its version, ``None`` if refused, -1 if not asked."""
+        """A fleet-wide probe lease: its version, ``None`` if refused, -1 if not asked.
+
+        Never raises: a store that fails or answers garbage lets the breaker decide alone.
+        """
         synchroniser = self._synchroniser
         if synchroniser.degraded:
             return -1
         try:
-            reply = self._probe_client.evalsha(
-                synchroniser.sha("probe", self._probe_client),
-                2,
-                synchroniser.key(link.target, "breaker"),
-                synchroniser.key(link.target, "probes"),
-                f"{self.member}:{uuid.uuid4().hex[:8]}",
-                link.max_probes,
-                max(1, round(self._probe_lease * 1000)),
-                KEY_TTL_MS,
+            raw = self._probe_store.run(
+                STEP_SCRIPT,  # the same script as the steps': loaded already
+                [self._prefix + "breaker:" + link.suffix, self._prefix + "probes:" + link.suffix],
+                [
+                    f"{self.member}:{uuid.uuid4().hex[:8]}",
+                    link.max_probes,
+                    max(1, round(self._probe_lease * 1000)),
+                    KEY_TTL_MS,
+                ],
             )
+            granted, version = parse_lease(raw)
         except Exception as error:  # a store failure never fails the call: decide locally
             synchroniser.set_degraded(True, error)
             return -1
-        return int(reply[1]) if int(reply[0]) else None
+        return version if granted else None
 
     # -- the synchroniser --------------------------------------------------------------------------
 
@@ -283,8 +339,9 @@ class RedisFleet:
 
     @property
     def namespace(self) -> str:
-        """The fleet's namespace (braces replaced, as in its keys): its telemetry label."""
-        return self._namespace
+        """The fleet's telemetry label: its namespace, braces shown as parentheses (a label
+        that reads like a hash tag confuses whoever greps keys)."""
+        return self._namespace.replace("{", "(").replace("}", ")")
 
     def view_age(self) -> float:
         """Seconds since the last successful step, or since this process's start before one.
@@ -316,6 +373,7 @@ class RedisFleet:
                 for link in links
                 if isinstance(link, SharedBreaker) and link.shared_state == "open"
             ),
+            records=synchroniser.records,
         )
 
     def close(self) -> None:
@@ -328,8 +386,8 @@ class RedisFleet:
             link.fall_back()
         self._synchroniser.degraded = True
         _LIVE.discard(self)
-        for client in (self._client, self._probe_client):
-            client.close()
+        for store in (self._store, self._probe_store):
+            store.close()
 
     def __enter__(self) -> RedisFleet:
         return self
@@ -363,9 +421,30 @@ class RedisFleet:
         return f"<RedisFleet {self._namespace!r} {state} members={synchroniser.members}>"
 
 
-def _tag(name: str) -> str:
-    """A name safe inside a hash tag: braces would change the key's slot."""
-    return name.replace("{", "(").replace("}", ")")
+def _suffix(owner: str, target: str) -> str:
+    """A shared object's key suffix: its owner and target, each encoded (`_keys`)."""
+    return f"{encode_part(owner)}:{encode_part(target)}"
+
+
+def _name_of(protection: Any) -> str:
+    name = getattr(protection, "name", None)
+    return name if isinstance(name, str) else "default"
+
+
+class _Scoped:
+    """A fleet's listeners on one `PerTarget`: attach what it creates, detach what it evicts."""
+
+    __slots__ = ("fleet", "owner")
+
+    def __init__(self, fleet: RedisFleet, owner: str | None) -> None:
+        self.fleet = fleet
+        self.owner = owner
+
+    def created(self, target: str, instance: Any) -> None:
+        self.fleet.attach(instance, target=target, owner=self.owner)
+
+    def evicted(self, target: str, instance: Any) -> None:
+        self.fleet.detach(instance)
 
 
 def _positive(value: Any, field: str, example: str) -> int:

@@ -10,12 +10,13 @@ live state). It attaches to it through these methods, which `RetryBudget`, `Circ
 * ``CircuitBreaker.adopt(state, retry_in=...)``: take a shared state (``"open"`` for
   ``retry_in`` seconds, or ``"closed"``), with the usual event; and
   ``CircuitBreaker.gate_probes(gate)``: a half-open admission also needs ``gate()`` to be true
-  (a fleet-wide probe lease); ``None`` removes the gate.
+  (a fleet-wide probe lease, asked outside the breaker's lock); ``None`` removes the gate.
 * ``AdaptiveThrottle.pool(requests, accepts, overloaded)``: the other processes'
   trailing-window counts, added to the local ones in the rejection probability
   (``statistics()`` stays local).
-* ``PerTarget.add_creation_listener(listener)``: ``listener(target, instance)`` for every
-  instance created from now on.
+* ``PerTarget.add_creation_listener(listener)`` and ``add_eviction_listener(listener)``:
+  ``listener(target, instance)`` for every instance created, or evicted for room, from now
+  on (the fleet attaches the one and detaches the other).
 
 Each is a few lines in its class; `RedisFleet.attach` checks they are there.
 """
