@@ -9,12 +9,22 @@ See docs/resume.md.
 from __future__ import annotations
 
 from .._core.exports import publish
+from ._base import Claim as Claim
+from ._base import CorruptRecord as CorruptRecord
 from ._base import ResumeRecord as ResumeRecord
 from ._base import Store as Store
 from ._base import StoreError as StoreError
 from ._redis import RedisStore as RedisStore
 from ._sqlite import SQLiteStore as SQLiteStore
 
-__all__ = ["RedisStore", "ResumeRecord", "SQLiteStore", "Store", "StoreError"]
+__all__ = [
+    "Claim",
+    "CorruptRecord",
+    "RedisStore",
+    "ResumeRecord",
+    "SQLiteStore",
+    "Store",
+    "StoreError",
+]
 
 publish(globals(), __all__, __name__)

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
 from .._core.forks import after_fork_in_child
 from .._core.redact import safe_repr
-from ._base import ResumeRecord, StoreError, keep_until, retention_of
+from ._base import (
+    Claim,
+    CorruptRecord,
+    ResumeRecord,
+    StoreError,
+    claimed,
+    keep_until,
+    retention_of,
+)
 
 __all__ = ["SQLiteStore"]
 
 _TABLE = "retrymw_resume"
-_COLUMNS = "attempts, delay_so_far, expires_at, next_at"
+_COLUMNS = "attempts, delay_so_far, expires_at, next_at, ended, keep_until"
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_TABLE} (
     key TEXT PRIMARY KEY,
@@ -26,19 +36,25 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     delay_so_far REAL NOT NULL,
     expires_at REAL,
     next_at REAL,
+    ended INTEGER NOT NULL DEFAULT 0,
     keep_until REAL NOT NULL
 ) WITHOUT ROWID
 """
+# A row is live while its keep_until is a number not yet past (SQLite sorts text above every
+# number: a corrupt keep_until must not keep a row forever).
+_LIVE = "typeof(keep_until) IN ('integer', 'real') AND keep_until >= ?"
 # Expired rows are purged at construction and then once per this many claims: a bounded,
 # amortised cost instead of a sweep on every call.
 _PURGE_EVERY = 256
+_ENDED: Final = "ended"  # what `_read` returns for a tombstone
 
 
 class SQLiteStore:
     """Resume records in a SQLite file, shared by every process of one machine that opens it.
 
     The file uses write-ahead logging, so readers never wait for a writer; each claim is one
-    ``BEGIN IMMEDIATE`` transaction, so processes sharing a key never count one attempt twice.
+    ``BEGIN IMMEDIATE`` transaction that reads the record, checks it and writes the next
+    attempt, so processes sharing a key never count one attempt twice nor go past the limit.
     Each process (and each forked child, which reopens the file) holds one connection, used
     under a lock by its threads.
 
@@ -46,7 +62,8 @@ class SQLiteStore:
         path: the database file; created with its table if missing. Its directory must exist.
         retention: how long a record outlives its budget's expiry (or its last update without
             a budget) when its call never ends; a duration, 24 h by default.
-        timeout: how long an operation waits for another process's write lock.
+        timeout: how long an operation waits for another process's write lock (and for
+            another thread of this process using the connection).
 
     Raises:
         StoreError: the file cannot be opened or created, is not a SQLite database, or holds a
@@ -70,8 +87,7 @@ class SQLiteStore:
         self._claims = 0
         self._connection: sqlite3.Connection | None = None
         try:
-            connection = self._connect()
-            with self._lock:
+            with self._connected() as connection:
                 self._purge(connection, time.time())
         except sqlite3.Error as error:
             raise StoreError(
@@ -102,89 +118,125 @@ class SQLiteStore:
                 # only a power loss may lose the last transactions.
                 connection.execute("PRAGMA synchronous=NORMAL")
                 connection.execute(_SCHEMA)
-                connection.execute(f"SELECT key, {_COLUMNS}, keep_until FROM {_TABLE} LIMIT 1")
+                connection.execute(f"SELECT key, {_COLUMNS} FROM {_TABLE} LIMIT 1")
             except BaseException:
                 connection.close()
                 raise
             self._connection = connection
         return connection
 
+    @contextlib.contextmanager
+    def _connected(self) -> Iterator[sqlite3.Connection]:
+        """This process's connection, held by this thread; the wait for it is bounded.
+
+        An operation the engine stopped waiting for (its call's deadline) may still hold it:
+        the next one waits at most ``timeout``, so no thread queues behind it for ever.
+        """
+        if not self._lock.acquire(timeout=self._timeout):
+            raise TimeoutError(
+                f"another thread of this process held the store for {self._timeout:g}s"
+            )
+        try:
+            yield self._connect()
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; rolled back on any error, and the error kept as it is.
+
+        SQLite rolls some failed transactions back by itself (a full disk, an I/O error): a
+        ROLLBACK then fails with "cannot rollback", which must not hide what failed.
+        """
+        with self._connected() as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                raise
+
     def load(self, key: str, now: float) -> ResumeRecord | None:
         """See `Store.load`."""
-        with self._lock:
-            row = (
-                self._connect()
-                .execute(
-                    f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ? AND keep_until >= ?",
-                    (key, now),
-                )
-                .fetchone()
-            )
-        return None if row is None else ResumeRecord(*row)
+        with self._connected() as connection:
+            row = connection.execute(
+                f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ?", (key,)
+            ).fetchone()
+        found = _read(row, now)
+        return found if isinstance(found, ResumeRecord) else None
 
-    def claim(self, key: str, now: float, *, create: bool) -> ResumeRecord | None:
+    def claim(
+        self, key: str, now: float, *, limit: int, known: ResumeRecord | None
+    ) -> Claim | None:
         """See `Store.claim`."""
-        with self._lock:
-            connection = self._connect()
+        with self._transaction() as connection:
             self._claims += 1
             if self._claims % _PURGE_EVERY == 0:
                 self._purge(connection, now)
-            connection.execute("BEGIN IMMEDIATE")
+            row = connection.execute(
+                f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ?", (key,)
+            ).fetchone()
             try:
-                # A record past its retention counts as absent: the claim starts it afresh.
-                connection.execute(
-                    f"DELETE FROM {_TABLE} WHERE key = ? AND keep_until < ?", (key, now)
+                found = _read(row, now)
+            except ValueError:
+                found = None  # unreadable: replaced, as if lost
+            if found == _ENDED and known is not None:
+                return None  # another process ended the call
+            live = found if isinstance(found, ResumeRecord) else None
+            claim = claimed(live, known, limit)
+            if claim.number is not None:
+                record = claim.record
+                keep = max(
+                    keep_until(record.expires_at, now, self.retention),
+                    row[5] if live is not None else 0.0,
                 )
-                if create:
-                    row = connection.execute(
-                        f"INSERT INTO {_TABLE} (key, attempts, delay_so_far, keep_until) "
-                        "VALUES (?, 1, 0.0, ?) ON CONFLICT (key) DO UPDATE SET "
-                        "attempts = attempts + 1, "
-                        "keep_until = max(keep_until, excluded.keep_until) "
-                        f"RETURNING {_COLUMNS}",
-                        (key, now + self.retention),
-                    ).fetchone()
-                else:
-                    row = connection.execute(
-                        f"UPDATE {_TABLE} SET attempts = attempts + 1, "
-                        "keep_until = max(keep_until, ?) "
-                        f"WHERE key = ? RETURNING {_COLUMNS}",
-                        (now + self.retention, key),
-                    ).fetchone()
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-        return None if row is None else ResumeRecord(*row)
+                connection.execute(
+                    f"INSERT OR REPLACE INTO {_TABLE} (key, {_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, 0, ?)",
+                    (key, record.attempts, record.delay_so_far, record.expires_at,
+                     record.next_at, keep),
+                )  # fmt: skip
+        return claim
 
     def add_failure(
         self, key: str, now: float, *, delay: float, expires_at: float | None, next_at: float
     ) -> ResumeRecord | None:
         """See `Store.add_failure`."""
-        keep = keep_until(ResumeRecord(0, 0.0, expires_at, next_at), now, self.retention)
-        with self._lock:
-            connection = self._connect()
-            connection.execute("BEGIN IMMEDIATE")
+        with self._transaction() as connection:
+            row = connection.execute(
+                f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ?", (key,)
+            ).fetchone()
             try:
-                row = connection.execute(
-                    f"UPDATE {_TABLE} SET "
-                    "delay_so_far = delay_so_far + ?, "
-                    "expires_at = coalesce(expires_at, ?), "
-                    "next_at = ?, "
-                    "keep_until = max(keep_until, ?) "
-                    f"WHERE key = ? RETURNING {_COLUMNS}",
-                    (delay, expires_at, next_at, keep, key),
-                ).fetchone()
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-        return None if row is None else ResumeRecord(*row)
+                found = _read(row, now)
+            except ValueError:
+                return None
+            if not isinstance(found, ResumeRecord):
+                return None  # ended, or lost: never brought back here
+            record = ResumeRecord(
+                found.attempts,
+                found.delay_so_far + delay,
+                found.expires_at if found.expires_at is not None else expires_at,
+                next_at,
+            )
+            keep = max(keep_until(record.expires_at, now, self.retention), row[5])
+            connection.execute(
+                f"UPDATE {_TABLE} SET delay_so_far = ?, expires_at = ?, next_at = ?, "
+                "keep_until = ? WHERE key = ?",
+                (record.delay_so_far, record.expires_at, record.next_at, keep, key),
+            )
+        return record
 
-    def delete(self, key: str) -> None:
-        """See `Store.delete`."""
-        with self._lock:
-            self._connect().execute(f"DELETE FROM {_TABLE} WHERE key = ?", (key,))
+    def end(self, key: str, now: float, *, linger: float) -> None:
+        """See `Store.end`."""
+        with self._transaction() as connection:
+            connection.execute(
+                f"INSERT OR REPLACE INTO {_TABLE} (key, {_COLUMNS}) "
+                "VALUES (?, 0, 0.0, NULL, NULL, 1, ?)",
+                (key, now + max(linger, 1.0)),
+            )
 
     def close(self) -> None:
         """Close this process's connection; the next operation reopens it."""
@@ -194,17 +246,35 @@ class SQLiteStore:
                 self._connection = None
 
     def __len__(self) -> int:
-        """The number of live records (for operators and tests)."""
-        with self._lock:
-            row = (
-                self._connect()
-                .execute(f"SELECT count(*) FROM {_TABLE} WHERE keep_until >= ?", (time.time(),))
-                .fetchone()
-            )
+        """The number of live records, tombstones aside (for operators and tests)."""
+        with self._connected() as connection:
+            row = connection.execute(
+                f"SELECT count(*) FROM {_TABLE} WHERE ended = 0 AND {_LIVE}", (time.time(),)
+            ).fetchone()
         return int(row[0])
 
     def __repr__(self) -> str:
         return f"<SQLiteStore path={str(self.path)!r} retention={self.retention:g}s>"
 
     def _purge(self, connection: sqlite3.Connection, now: float) -> None:
-        connection.execute(f"DELETE FROM {_TABLE} WHERE keep_until < ?", (now,))
+        connection.execute(f"DELETE FROM {_TABLE} WHERE NOT ({_LIVE})", (now,))
+
+
+def _read(row: tuple[Any, ...] | None, now: float) -> ResumeRecord | Literal["ended"] | None:
+    """A row as a live record, `_ENDED` for a tombstone, ``None`` when absent or expired.
+
+    Raises:
+        CorruptRecord: a field holds what no retrymw process writes.
+    """
+    if row is None:
+        return None
+    attempts, delay, expires_at, next_at, ended, keep = row
+    if type(keep) not in (int, float):
+        raise CorruptRecord("keep_until", keep, "a Unix time")
+    if keep < now:
+        return None
+    if ended not in (0, 1) or type(ended) is not int:
+        raise CorruptRecord("ended", ended, "0 or 1")
+    if ended:
+        return _ENDED
+    return ResumeRecord(attempts, delay, expires_at, next_at)

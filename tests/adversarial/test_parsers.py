@@ -601,13 +601,6 @@ def test_redis_resume_record_reply(values: list[bytes | None]) -> None:
         pytest.param([b"1", b"0", None, b"inf"], id="infinite-next-at"),
     ],
 )
-@pytest.mark.xfail(
-    reason=(
-        "retrymw/stores/_redis.py _record() accepts NaN, infinities and negative attempts "
-        "(DESIGN §15: every store reply is validated); fleet replies are parsed inline"
-    ),
-    strict=True,
-)
 def test_redis_resume_record_reply_is_validated(values: list[bytes | None]) -> None:
     """A corrupt record is refused (None or an error), never handed to the engine."""
     from retrymw.stores._redis import _record

@@ -68,8 +68,8 @@ def records_left(spec: str) -> int:
             return len(store)
         finally:
             store.close()
-    with redis_py.Redis.from_url(spec) as client:
-        return len(client.keys("tests:resume:*"))
+    with redis_py.Redis.from_url(spec) as client:  # an ended call's tombstone is no record
+        return sum(not client.hexists(key, "x") for key in client.keys("tests:resume:*"))
 
 
 def test_a_killed_worker_is_resumed_at_attempt_3_of_3_and_no_further(store_spec: str) -> None:
