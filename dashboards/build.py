@@ -54,9 +54,12 @@ SCHEMA_VERSION = 39
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 #: Every selector of a policy metric honours the four variables; circuit metrics have no
-#: policy or target label, the policy info metric no target label.
+#: policy or target label (they are joined with `names.CIRCUIT_INFO`, `selected_circuits`), the
+#: policy info metric no target label.
 ALL = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy", retrymw_target=~"$target"'
 CIRCUIT = 'job=~"$job", instance=~"$instance"'
+#: The circuits of the selected policies and targets: what a circuit selector is joined with.
+CIRCUIT_JOIN = "on (job, instance, retrymw_circuit)"
 JOB = 'job=~"$job"'
 POLICY = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy"'
 #: The inbound metric (server companion) has neither: it counts requests, not policy calls.
@@ -81,6 +84,12 @@ RATE = "$__rate_interval"
 def state_is(state: str) -> str:
     """The matcher of one circuit state."""
     return f'retrymw_circuit_state="{state}"'
+
+
+def selected_circuits(expr: str) -> str:
+    """``expr`` (circuit series) kept for the circuits that govern the selected policies and
+    targets: ``$policy`` and ``$target`` filter the circuit panels too (issue 31)."""
+    return f"({expr}) and {CIRCUIT_JOIN} {sel(names.CIRCUIT_INFO.prometheus)}"
 
 
 def sel(metric: str, *matchers: str, base: str = ALL) -> str:
@@ -252,9 +261,9 @@ def stats(layout: Layout) -> list[Builder[Any]]:
             "Open circuits",
             "Circuit breakers open right now, across the selected jobs and instances. Any "
             "non-zero value means calls to a dependency fail fast with CircuitOpenError.",
-            "count(max by (job, instance, retrymw_circuit) "
-            f"({sel('retrymw_circuit_state', state_is('open'), base=CIRCUIT)}) "
-            "== 1) or vector(0)",
+            "count(max by (job, instance, retrymw_circuit) ("
+            + selected_circuits(sel("retrymw_circuit_state", state_is("open"), base=CIRCUIT))
+            + ") == 1) or vector(0)",
             "none",
             RED_ABOVE["count"],
         ),
@@ -562,25 +571,35 @@ def saturation(layout: Layout) -> list[Builder[Any]]:
         ),
         series(
             layout,
-            "Breaker failure rate vs threshold",
-            "Failed share of the attempts in each breaker's sliding window next to the rate "
-            "that opens it: the distance between the two is how close the circuit is to tripping.",
+            "Breaker trip rules: share of each threshold reached",
+            "Each breaker's two rules as a share of the value that trips them (100% = trips): "
+            "its failure rate over the sliding window against failure_rate_threshold, and its "
+            "consecutive failures against failure_threshold. Neither moves while the circuit is "
+            "open, so the rule at 100% is the one that opened it (a consecutive trip with a "
+            "failure rate well below its threshold is a dependency that died at once).",
             "percentunit",
             [
                 query(
-                    f"max by ({circuit}) ({sel('retrymw_circuit_failure_rate', base=CIRCUIT)})",
+                    f"max by ({circuit}) ("
+                    + selected_circuits(
+                        f"{sel('retrymw_circuit_failure_rate', base=CIRCUIT)} / {CIRCUIT_JOIN} "
+                        f"{sel('retrymw_circuit_failure_rate_threshold', base=CIRCUIT)}"
+                    )
+                    + ")",
                     "{{retrymw_circuit}} failure rate",
                     "A",
                 ),
                 query(
-                    f"max by ({circuit}) "
-                    f"({sel('retrymw_circuit_failure_rate_threshold', base=CIRCUIT)})",
-                    "{{retrymw_circuit}} threshold",
+                    f"max by ({circuit}) ("
+                    + selected_circuits(
+                        sel("retrymw_circuit_consecutive_failure_ratio", base=CIRCUIT)
+                    )
+                    + ")",
+                    "{{retrymw_circuit}} consecutive failures",
                     "B",
                 ),
             ],
             width=8,
-            max_value=1,
         ),
         series(
             layout,
@@ -629,8 +648,9 @@ def fleet(layout: Layout) -> list[Builder[Any]]:
     by_fleet = "retrymw_fleet"
     by_process = "job, instance"
     open_processes = (
-        f"count(max by ({by_process}) "
-        f"({sel('retrymw_circuit_state', state_is('open'), base=CIRCUIT)}) == 1) or vector(0)"
+        f"count(max by ({by_process}) ("
+        + selected_circuits(sel("retrymw_circuit_state", state_is("open"), base=CIRCUIT))
+        + ") == 1) or vector(0)"
     )
     return [
         layout.row("Fleet (processes sharing protection on Redis/Valkey)"),
@@ -731,8 +751,12 @@ def circuits(layout: Layout) -> list[Builder[Any]]:
             }
         )
     ]
+    # The worst state of each step: a circuit open for 5 s of a 30 s step reads open, at any
+    # zoom (the last sample of the step alone showed 1 of 6 such opens, issue 31).
     state = " or ".join(
-        f"({sel('retrymw_circuit_state', state_is(name), base=CIRCUIT)} == 1) * {value}"
+        "(max_over_time("
+        f"{sel('retrymw_circuit_state', state_is(name), base=CIRCUIT)}[$__interval]) == 1) "
+        f"* {value}"
         for value, (name, _) in STATE_NAMES.items()
     )
     return [
@@ -741,15 +765,18 @@ def circuits(layout: Layout) -> list[Builder[Any]]:
         .id(layout.id())
         .title("Circuit state")
         .description(
-            "Each circuit breaker's state over time: closed (green), half_open (yellow, one "
-            "probe), open (red, calls refused). Healthy circuits read closed from the start."
+            "Each circuit breaker's worst state in each step: closed (green), half_open "
+            "(yellow, one probe), open (red, calls refused), so a brief open shows at any zoom. "
+            "Healthy circuits read closed from the start."
         )
         .datasource(DATASOURCE)
         .grid_pos(layout.place(12, 8))
         .unit("none")
         .mappings(mappings)
         .show_value(common_model.VisibilityMode.NEVER)
-        .with_target(query(f"max by (retrymw_circuit) ({state})", "{{retrymw_circuit}}")),
+        .with_target(
+            query(f"max by (retrymw_circuit) ({selected_circuits(state)})", "{{retrymw_circuit}}")
+        ),
         series(
             layout,
             "Circuit transitions by new state",
@@ -758,8 +785,12 @@ def circuits(layout: Layout) -> list[Builder[Any]]:
             "short",
             [
                 query(
-                    "sum by (retrymw_circuit, retrymw_circuit_state) (increase("
-                    f"{sel('retrymw_circuit_transitions_total', base=CIRCUIT)}[{RATE}]))",
+                    "sum by (retrymw_circuit, retrymw_circuit_state) ("
+                    + selected_circuits(
+                        f"increase({sel('retrymw_circuit_transitions_total', base=CIRCUIT)}"
+                        f"[{RATE}])"
+                    )
+                    + ")",
                     "{{retrymw_circuit}} → {{retrymw_circuit_state}}",
                 )
             ],
@@ -927,14 +958,18 @@ def dashboard() -> dict[str, Any]:
             .hide(False)
             .icon_color("red")
             .expr(
-                "sum by (retrymw_circuit) (increase("
-                + sel(
-                    "retrymw_circuit_transitions_total",
-                    'retrymw_circuit_previous_state="closed"',
-                    'retrymw_circuit_state="open"',
-                    base=CIRCUIT,
+                "sum by (retrymw_circuit) ("
+                + selected_circuits(
+                    "increase("
+                    + sel(
+                        "retrymw_circuit_transitions_total",
+                        'retrymw_circuit_previous_state="closed"',
+                        'retrymw_circuit_state="open"',
+                        base=CIRCUIT,
+                    )
+                    + f"[{RATE}])"
                 )
-                + f"[{RATE}])) > 0"
+                + ") > 0"
             )
         )
     )

@@ -1,10 +1,10 @@
 """Render dashboards/preview.png: every panel of the overview, from a real Prometheus.
 
-Plays the end-to-end test's incidents (a brief periodic outage, a long outage and a brownout, 18
-virtual minutes at 60 virtual seconds per real second) against a real ``prometheus`` on
-127.0.0.1, runs each panel's own queries (windows and rates on the same compressed clock as the
-test's rules) and draws every panel where the dashboard puts it, with matplotlib (the
-``preview`` dependency group)::
+Plays the end-to-end test's six incident shapes (a healthy baseline, brief outages, a 3-minute
+outage, a 10% brownout, one dead host of five, a 429 overload; 18 minutes on virtual time) into a
+real ``prometheus`` on 127.0.0.1, runs each panel's own queries on the Prometheus path's data and
+draws every panel where the dashboard puts it, with matplotlib (the ``preview`` dependency
+group)::
 
     .venv/bin/python -m dashboards.render_preview            # writes dashboards/preview.png
     .venv/bin/python -m dashboards.render_preview --output /tmp/preview.png
@@ -36,6 +36,8 @@ VARIABLES = {
     "__interval": "15s",
     "__range": f"{round(harness.INCIDENT_SECONDS)}s",
 }
+#: The Prometheus path's job: the OpenTelemetry path's tells the same story twice.
+JOB = harness.JOB
 #: The figure: 20 inches wide at 80 dpi, 0.42 inch per grid row under a 0.8 inch header.
 WIDTH, DPI, UNIT_HEIGHT, HEADER = 20.0, 80, 0.42, 0.8
 Series = list[tuple[str, list[float], list[float]]]
@@ -50,8 +52,8 @@ def legend(template: str, labels: dict[str, str]) -> str:
 
 
 def expression(expr: str) -> str:
-    """A panel expression with the variables filled in, on the incidents' compressed clock."""
-    return harness.scaled_expr(harness.substitute(expr, VARIABLES))
+    """A panel expression with the variables filled in (the Prometheus path's job)."""
+    return harness.substitute(expr, {**VARIABLES, "job": JOB})
 
 
 def fetch(live: harness.IncidentStack, panel: dict[str, Any]) -> Series:
@@ -61,13 +63,13 @@ def fetch(live: harness.IncidentStack, panel: dict[str, Any]) -> Series:
         expr = expression(target["expr"])
         template = target.get("legendFormat", "")
         if target.get("instant"):
-            for result in live.prometheus.query(expr):
+            for result in live.prometheus.query(expr, live.end):
                 name = legend(template, result["metric"])
                 found.append((name, [], [float(result["value"][1])]))
             continue
-        for result in live.prometheus.query_range(expr, live.start, live.end + 1, 0.25):
-            # Real seconds since the start are virtual minutes (60 virtual s per real s).
-            xs = [float(t) - live.start for t, _ in result["values"]]
+        for result in live.prometheus.query_range(expr, live.start, live.end, 15):
+            # Minutes since the start of the run.
+            xs = [(float(t) - live.start) / 60 for t, _ in result["values"]]
             ys = [float(v) for _, v in result["values"]]
             found.append((legend(template, result["metric"]), xs, ys))
     return sorted(found)
@@ -82,7 +84,7 @@ def fetch_cells(live: harness.IncidentStack, panel: dict[str, Any]) -> Cells:
             float(result["value"][1]),
         )
         for target in panel["targets"]
-        for result in live.prometheus.query(expression(target["expr"]))
+        for result in live.prometheus.query(expression(target["expr"]), live.end)
     ]
 
 
@@ -138,8 +140,8 @@ def render(
     height_inches = bottom * UNIT_HEIGHT + HEADER
     figure = plt.figure(figsize=(WIDTH, height_inches), dpi=DPI, facecolor=BACKGROUND)
     figure.suptitle(
-        "retrymw / Overview: brief periodic outage · long outage (2-12 min) · brownout "
-        "(25% from 2 min); live Prometheus data, x axis in minutes",
+        "retrymw / Overview: brief outages · 3-min outage · 10% brownout · dead host of five · "
+        "429 overload; real Prometheus data, x axis in minutes",
         color=TEXT,
         fontsize=14,
         x=0.01,

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -36,8 +38,8 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 
-from retrymw import CircuitBreaker, Retrier, RetryBudget, RetryPolicy
-from retrymw._core.events import Attached, BreakerStateChanged, CallFinished
+from retrymw import CircuitBreaker, PerTarget, Retrier, RetryBudget, RetryPolicy
+from retrymw._core.events import Attached, BreakerStateChanged
 from retrymw._core.instruments import Instrument
 from retrymw._protect.throttle import AdaptiveThrottle
 from retrymw.fleet import RedisFleet
@@ -273,7 +275,8 @@ class PrometheusError(RuntimeError):
 
 
 class PrometheusServer:
-    """A real ``prometheus`` on 127.0.0.1 scraping ``target``, with ``rule_files``.
+    """A real ``prometheus`` on 127.0.0.1 scraping ``target`` (job `JOB`), or each address of
+    a job → address mapping, with ``rule_files``.
 
     It scrapes and evaluates the rules every ``interval``.
     """
@@ -282,7 +285,7 @@ class PrometheusServer:
         self,
         binary: str,
         workdir: Path,
-        target: str,
+        target: str | dict[str, str],
         rule_files: list[Path],
         *,
         interval: str = "1s",
@@ -298,7 +301,12 @@ class PrometheusServer:
                 "evaluation_interval": interval,
             },
             "rule_files": [str(path) for path in rule_files],
-            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [target]}]}],
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": [address]}]}
+                for job, address in (
+                    target.items() if isinstance(target, dict) else [(JOB, target)]
+                )
+            ],
         }
         self.config = workdir / "prometheus.yml"
         self.config.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -359,9 +367,10 @@ class PrometheusServer:
             raise PrometheusError(f"{path} {params}: {body.get('error', body)}")
         return body["data"]
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """Evaluate an instant query now; the vector's samples (a scalar becomes one sample)."""
-        data = self.api("query", query=expr)
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Evaluate an instant query now (or at Unix time ``at``); the vector's samples (a scalar
+        becomes one sample)."""
+        data = self.api("query", query=expr, **({} if at is None else {"time": at}))
         if data["resultType"] in ("scalar", "string"):
             return [{"metric": {}, "value": data["result"]}]
         return data["result"]  # type: ignore[no-any-return]
@@ -371,9 +380,9 @@ class PrometheusServer:
         data = self.api("query_range", query=expr, start=start, end=end, step=step)
         return data["result"]  # type: ignore[no-any-return]
 
-    def value(self, expr: str) -> float:
-        """The value of an expression that yields exactly one sample."""
-        result = self.query(expr)
+    def value(self, expr: str, at: float | None = None) -> float:
+        """The value of an expression that yields exactly one sample (now, or at ``at``)."""
+        result = self.query(expr, at)
         if len(result) != 1:
             raise PrometheusError(f"{expr!r} gave {len(result)} samples, expected one")
         return float(result[0]["value"][1])
@@ -417,7 +426,16 @@ STORY = (
     Phase("recovery", 45.0, 60.0, payments_failure=0.03, inventory_down=False),
 )
 STORY_SECONDS = STORY[-1].end
-RETRYABLE = (ConnectionError, TimeoutError, ServiceUnavailable)
+
+
+class Overloaded(Exception):
+    """The simulated upstream answered 429 Too Many Requests: an explicit overload refusal
+    (its status is evidence of load for `AdaptiveThrottle`)."""
+
+    status_code = 429
+
+
+RETRYABLE = (ConnectionError, TimeoutError, ServiceUnavailable, Overloaded)
 
 
 class InboundTraffic:
@@ -680,123 +698,156 @@ def announce(instrument: Instrument, retrier: Retrier) -> None:
             instrument.attached(Attached(name, "", subject))
 
 
-# -- incidents on a compressed clock --------------------------------------------------------------
+# -- incidents on virtual time ---------------------------------------------------------------------
 #
-# Alerts judge minutes (5m windows, `for: 10m`); a test has seconds. As with the storyline, the
-# process runs on virtual time that the harness paces against real time, here `SCALE` virtual
-# seconds per real second, and Prometheus loads a copy of the rules on the same clock: every
-# range and every `for:` divided by `SCALE`, every rate() divided by `SCALE` again (so absolute
-# thresholds such as "> 0.1 calls/s" still mean per virtual second). Shares, ratios and holds are
-# unchanged, which is what the alerts' semantics are made of. The dashboards are queried with
-# the same scaled windows.
+# Alerts judge minutes (5m windows, `for: 10m`); a test has seconds. The incident run plays on
+# virtual time as fast as it can and scrapes its own registries every 15 virtual seconds
+# (`Recording`); a real Prometheus loads what it would have stored (``promtool tsdb
+# create-blocks-from openmetrics``) as history, and the rules are evaluated on it every 15 s as
+# its rule manager would (`IncidentStack.alert_spans`). Windows, rates and `for:` keep their
+# real meaning, and no step waits for the wall clock, so a loaded machine changes nothing.
 
-#: Virtual seconds per real second.
-SCALE = 60
-#: Scrape and rule evaluation interval: 15 virtual seconds.
-SCALED_INTERVAL = "250ms"
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def scaled_duration(text: str, scale: float = SCALE) -> str:
-    """A Prometheus duration divided by ``scale``, in milliseconds (``5m`` → ``5000ms``)."""
-    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(text))
-    return f"{round(seconds * 1000 / scale)}ms"
-
-
-def scaled_expr(expr: str, scale: float = SCALE) -> str:
-    """``expr`` on the compressed clock: ranges divided by ``scale``, rate() values too."""
-    text = re.sub(r"\[(\d+[smhdw])\]", lambda m: f"[{scaled_duration(m[1], scale)}]", expr)
-    blank = _blank_strings(text)
-    # Wrap each rate()/irate() (not increase(): a count over a window is the same count).
-    for found in reversed(list(re.finditer(r"\b(?:rate|irate)\s*\(", blank))):
-        depth = 0
-        for index in range(found.end() - 1, len(blank)):
-            depth += {"(": 1, ")": -1}.get(blank[index], 0)
-            if depth == 0:
-                break
-        text = (
-            f"{text[: found.start()]}({text[found.start() : index + 1]} / {scale:g})"
-            f"{text[index + 1 :]}"
-        )
-    return text
-
-
-def scaled_rules(rules: dict[str, Any], scale: float = SCALE) -> dict[str, Any]:
-    """The rules file on the compressed clock (see the section comment)."""
-    groups = []
-    for group in rules["groups"]:
-        scaled = []
-        for rule in group["rules"]:
-            copy = dict(rule, expr=scaled_expr(rule["expr"], scale))
-            if "for" in copy:
-                copy["for"] = scaled_duration(copy["for"], scale)
-            scaled.append(copy)
-        groups.append(dict(group, rules=scaled))
-    return dict(rules, groups=groups)
-
-
 @dataclass(frozen=True)
 class Incident:
-    """One dependency's trouble, in virtual seconds: failure probability at time ``t``."""
+    """One dependency's trouble, in virtual seconds.
+
+    Attributes:
+        name: the policy's name (and the circuit's, or its prefix with one breaker per host).
+        description: what happens, for test ids and messages.
+        failure: the failure probability of an attempt to host ``host`` at time ``t``.
+        windows: the (start, end) virtual seconds the incident lasts; none for a healthy run.
+        hosts: how many hosts the policy calls (each its own target, breaker, budget and
+            throttle when more than one, as a transport has).
+        overload: failed attempts are 429 overload refusals rather than 503s.
+        troubled: the hosts the incident touches (the others stay healthy).
+    """
 
     name: str
     description: str
-    failure: Callable[[float], float]
+    failure: Callable[[float, int], float]
+    windows: tuple[tuple[float, float], ...] = ()
+    hosts: int = 1
+    overload: bool = False
+    troubled: tuple[int, ...] = (0,)
+
+    def target_of(self, host: int) -> str:
+        """The target label of host ``host``."""
+        return f"{self.name}.internal" if self.hosts == 1 else f"h{host}.{self.name}.internal"
 
     @property
     def target(self) -> str:
-        """The dependency's target label (the policy and circuit are named ``name``)."""
-        return f"{self.name}.internal"
+        """The target of the host in trouble."""
+        return self.target_of(self.troubled[0])
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every target of the policy."""
+        return tuple(self.target_of(host) for host in range(self.hosts))
+
+    def circuit_of(self, host: int) -> str:
+        """The circuit label of host ``host``: ``name``, or ``name:<target>`` per host."""
+        return self.name if self.hosts == 1 else f"{self.name}:{self.target_of(host)}"
+
+    @property
+    def circuit(self) -> str:
+        """The circuit of the host in trouble."""
+        return self.circuit_of(self.troubled[0])
+
+    def owners(self, host: int) -> set[str]:
+        """The labels an alert about host ``host`` carries: its target and its circuit."""
+        return {self.target_of(host), self.circuit_of(host)}
+
+
+def _during(windows: tuple[tuple[float, float], ...], then: float, otherwise: float) -> Any:
+    """A failure function: ``then`` inside ``windows``, ``otherwise`` outside."""
+
+    def failure(t: float, host: int) -> float:
+        return then if any(start <= t < end for start, end in windows) else otherwise
+
+    return failure
 
 
 #: Virtual length of the incident run: 18 minutes.
 INCIDENT_SECONDS = 18 * 60.0
+#: The baseline failure rate of a healthy dependency.
+HEALTHY = 0.01
+_BRIEF = ((180.0, 185.0), (480.0, 485.0), (780.0, 785.0))
+_OUTAGE = ((120.0, 300.0),)
+_BROWNOUT = ((120.0, INCIDENT_SECONDS),)
+_DEAD_HOST = ((120.0, 720.0),)
+_OVERLOAD = ((120.0, 600.0),)
+#: The six incident shapes of issue 31, each its own policy, played at once.
 INCIDENTS = (
+    Incident("baseline", "a healthy baseline: 1% of the attempts fail", _during((), 0, HEALTHY)),
     Incident(
-        "periodic",
-        "a brief periodic outage: down 5 s at the start of every minute",
-        lambda t: 1.0 if t % 60.0 < 5.0 else 0.01,
+        "brief",
+        "brief outages: down 5 s at 3, 8 and 13 minutes",
+        _during(_BRIEF, 1.0, HEALTHY),
+        _BRIEF,
     ),
     Incident(
         "outage",
-        "a long outage: healthy 2 min, down 10 min, then recovered",
-        lambda t: 1.0 if 120.0 <= t < 720.0 else 0.01,
+        "a 3-minute total outage: down from 2 to 5 minutes",
+        _during(_OUTAGE, 1.0, HEALTHY),
+        _OUTAGE,
     ),
     Incident(
         "brownout",
-        "a brownout: healthy 2 min, then 25% of the attempts fail",
-        lambda t: 0.25 if t >= 120.0 else 0.01,
+        "a 10% brownout: from 2 minutes on, 10% of the attempts fail",
+        _during(_BROWNOUT, 0.10, HEALTHY),
+        _BROWNOUT,
+    ),
+    Incident(
+        "deadhost",
+        "one dead host of five: h0 down from 2 to 12 minutes, the others healthy",
+        lambda t, host: _during(_DEAD_HOST, 1.0, HEALTHY)(t, host) if host == 0 else HEALTHY,
+        _DEAD_HOST,
+        hosts=5,
+    ),
+    Incident(
+        "overload",
+        "a 429 overload: 60% of the attempts refused with 429 from 2 to 10 minutes",
+        _during(_OVERLOAD, 0.6, HEALTHY),
+        _OVERLOAD,
+        overload=True,
     ),
 )
 
 
-class Tally(Instrument):
-    """The process's own count, beside the metrics: calls by outcome, attempts, circuit trips."""
+class Tally:
+    """The truth, counted outside retrymw by the attempt functions: per target, the calls, the
+    calls that made at least one attempt (admitted), and the attempts; and circuit trips (from
+    the breakers' own listeners)."""
 
     def __init__(self) -> None:
-        self.outcomes: dict[tuple[str, str], int] = {}
+        self.calls: dict[str, int] = {}
+        self.admitted_calls: dict[str, int] = {}
         self.attempts: dict[str, int] = {}
         self.trips: dict[str, int] = {}
 
-    def call_finished(self, event: CallFinished, /) -> None:
-        """Count the call and its attempts."""
-        key = (event.target, event.outcome)
-        self.outcomes[key] = self.outcomes.get(key, 0) + 1
-        self.attempts[event.target] = self.attempts.get(event.target, 0) + event.attempts
+    def call(self, target: str, attempts: int) -> None:
+        """One call of ``target`` that made ``attempts`` attempts."""
+        self.calls[target] = self.calls.get(target, 0) + 1
+        self.attempts[target] = self.attempts.get(target, 0) + attempts
+        if attempts:
+            self.admitted_calls[target] = self.admitted_calls.get(target, 0) + 1
 
-    def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
-        """Count closed → open trips."""
+    def tripped(self, event: BreakerStateChanged) -> None:
+        """A breaker listener: count closed → open trips."""
         if (event.previous_state, event.state) == ("closed", "open"):
             self.trips[event.circuit] = self.trips.get(event.circuit, 0) + 1
 
     def admitted(self, target: str) -> int:
-        """Calls of ``target`` that were not refused before any attempt."""
-        return sum(
-            count
-            for (where, outcome), count in self.outcomes.items()
-            if where == target and outcome not in ("circuit_open", "shed")
-        )
+        """Calls of ``target`` that made at least one attempt."""
+        return self.admitted_calls.get(target, 0)
+
+    def refused(self, target: str) -> int:
+        """Calls of ``target`` refused before any attempt."""
+        return self.calls.get(target, 0) - self.admitted(target)
 
     def amplification(self, target: str) -> float:
         """Attempts per admitted call of ``target``."""
@@ -804,18 +855,20 @@ class Tally(Instrument):
 
 
 class IncidentWorkload:
-    """Three dependencies in trouble at once, each behind its own policy, breaker, budget and
-    throttle: a brief periodic outage, a long outage and a brownout (`INCIDENTS`).
+    """The six incident shapes at once, each its own policy with a breaker, a budget and a
+    throttle (per host for the dead host of five), through one metric path (`instruments`).
 
-    Every virtual second each makes ``rate`` calls and a service of the same name receives one
-    request (`InboundTraffic`, failing as the dependency does); `run` paces virtual time at
-    `SCALE` per real second. `Tally` keeps the process's own count to compare the dashboard with.
+    Every virtual second each policy makes ``rate`` calls (spread over its hosts), and, on the
+    Prometheus path, a service of the same name receives one request (`InboundTraffic`, failing
+    as the dependency does). `play` runs it on virtual time; `Tally` keeps the truth, counted
+    outside retrymw, to compare the dashboards with.
     """
 
     def __init__(
         self,
-        registry: CollectorRegistry,
+        registry: CollectorRegistry | None,
         *,
+        instruments: tuple[Instrument, ...] | None = None,
         seed: int = 17,
         rate: int = 4,
         fleet: RedisFleet | None = None,
@@ -829,11 +882,28 @@ class IncidentWorkload:
         if fleet is not None:
             fleet.attach(self.fleet_budget, target="incidents")
         self.tally = Tally()
-        instrument = PrometheusInstrument(registry=registry)
+        if instruments is None:
+            assert registry is not None
+            instruments = (PrometheusInstrument(registry=registry),)
         self.clocks = {incident.name: FakeClock() for incident in INCIDENTS}
         self.retriers: dict[str, Retrier] = {}
         for index, incident in enumerate(INCIDENTS):
             clock = self.clocks[incident.name]
+            breaker = CircuitBreaker(
+                name=incident.name,
+                # 8 failures in a row: an outage trips it in a second, a 10% brownout
+                # (0.1**8 per attempt) never. The rate rule gives the panels a threshold.
+                failure_threshold=8,
+                failure_rate_threshold=0.6,
+                window=50,
+                minimum_calls=20,
+                recovery_timeout="10s",
+                clock=clock,
+            )
+            breaker.add_listener(self.tally.tripped)
+            budget = RetryBudget(ratio=0.5, min_capacity=100, clock=clock)
+            throttle = AdaptiveThrottle(name=incident.name, clock=clock, rng=Random(seed + index))
+            per_host = incident.hosts > 1
             self.retriers[incident.name] = retrier = Retrier(
                 RetryPolicy(
                     name=incident.name,
@@ -843,53 +913,54 @@ class IncidentWorkload:
                     jitter="full",
                     retry_on=list(RETRYABLE),
                 ),
-                breaker=CircuitBreaker(
-                    name=incident.name,
-                    # 8 failures in a row: an outage trips it in a second, a 25% brownout
-                    # (0.25**8 per attempt) practically never. The rate rule gives the
-                    # failure-rate panel its threshold.
-                    failure_threshold=8,
-                    failure_rate_threshold=0.6,
-                    window=50,
-                    minimum_calls=20,
-                    recovery_timeout="10s",
-                    clock=clock,
-                ),
-                budget=RetryBudget(ratio=0.5, min_capacity=100, clock=clock),
-                throttle=AdaptiveThrottle(
-                    name=incident.name, clock=clock, rng=Random(seed + index)
-                ),
-                instruments=(instrument, self.tally),
+                breaker=PerTarget(breaker) if per_host else breaker,
+                budget=PerTarget(budget) if per_host else budget,
+                throttle=PerTarget(throttle) if per_host else throttle,
+                instruments=(*instruments,),
                 clock=clock,
                 rng=Random(seed + 10 + index),
             )
-            announce(instrument, retrier)
-        self.inbound = InboundTraffic(
-            registry, tuple(incident.name for incident in INCIDENTS), seed + 100
+            for instrument in instruments:
+                announce(instrument, retrier)
+        self.inbound = (
+            None
+            if registry is None
+            else InboundTraffic(
+                registry, tuple(incident.name for incident in INCIDENTS), seed + 100
+            )
         )
         self.time = 0.0
 
-    def _attempt(self, incident: Incident) -> Callable[[], str]:
+    def _call(self, incident: Incident, host: int) -> None:
         clock, rng = self.clocks[incident.name], self.rng
+        failure = incident.failure
+        made = 0
 
         def attempt() -> str:
-            failing = rng.random() < incident.failure(clock.now())
+            nonlocal made
+            made += 1
+            failing = rng.random() < failure(clock.now(), host)
             clock.advance(rng.lognormvariate(-3.9, 0.4) / (4 if failing else 1))  # ~20 ms
             if failing:
+                if incident.overload:
+                    raise Overloaded("429 Too Many Requests")
                 raise ServiceUnavailable("503 Service Unavailable")
             return "ok"
 
-        return attempt
+        with suppress(Exception):  # failures are the point: the metrics record them
+            self.retriers[incident.name].execute_sync(
+                attempt, operation="GET", target=incident.target_of(host)
+            )
+        self.tally.call(incident.target_of(host), made)
 
     def step(self) -> None:
-        """One virtual second: ``rate`` calls per dependency, then every clock catches up."""
+        """One virtual second: ``rate`` calls per policy, then every clock catches up."""
         self.time += 1.0
         for incident in INCIDENTS:
-            retrier, attempt = self.retriers[incident.name], self._attempt(incident)
-            for _ in range(self.rate):
-                with suppress(Exception):  # failures are the point: the metrics record them
-                    retrier.execute_sync(attempt, operation="GET", target=incident.target)
-            self.inbound.serve(incident.name, incident.failure(self.time), 1)
+            for index in range(self.rate * max(1, incident.hosts // 2)):
+                self._call(incident, index % incident.hosts)
+            if self.inbound is not None:
+                self.inbound.serve(incident.name, incident.failure(self.time, 0), 1)
         for clock in self.clocks.values():
             clock.advance(max(0.0, self.time - clock.now()))
         if self.fleet is not None:
@@ -897,14 +968,6 @@ class IncidentWorkload:
             self.fleet_budget.record_success()
             self.fleet_budget.try_acquire()
             self.fleet.sync()
-
-    def run(self, seconds: float = INCIDENT_SECONDS) -> tuple[float, float]:
-        """Play ``seconds`` virtual seconds at `SCALE` per real second; return real (start, end)."""
-        started = time.time()
-        for index in range(round(seconds)):
-            self.step()
-            time.sleep(max(0.0, started + (index + 1) / SCALE - time.time()))
-        return started, time.time()
 
 
 # -- everything together --------------------------------------------------------------------------
@@ -968,64 +1031,228 @@ def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
     return fleet
 
 
-def _scraped(prometheus: PrometheusServer, total: float, metric: str = CALLS) -> bool:
-    result = prometheus.query(f"sum({metric})")
+def _scraped(
+    prometheus: PrometheusServer, total: float, metric: str = CALLS, job: str = JOB
+) -> bool:
+    result = prometheus.query(f'sum({metric}{{job="{job}"}})')
     return bool(result) and float(result[0]["value"][1]) >= total
 
 
-def _up(prometheus: PrometheusServer) -> bool:
-    return bool(prometheus.query(f'up{{job="{JOB}"}} == 1'))
+def _up(prometheus: PrometheusServer, job: str = JOB) -> bool:
+    return bool(prometheus.query(f'up{{job="{job}"}} == 1'))
+
+
+#: The scrape job of the OpenTelemetry path's endpoint in the incident run.
+OTEL_JOB = "retrymw-otel"
+#: The incident run's scrape and rule evaluation interval, in virtual seconds.
+INCIDENT_INTERVAL = 15.0
+
+
+@dataclass
+class MetricPath:
+    """One export path of the incident run: the registry it exports to, its job and workload."""
+
+    name: str
+    job: str
+    registry: CollectorRegistry
+    workload: IncidentWorkload
+    instance: str
+
+
+def _otel_path(stack: ExitStack) -> tuple[CollectorRegistry, tuple[Instrument, ...]]:
+    """A registry fed by `OpenTelemetryInstrument` through OpenTelemetry's own Prometheus
+    exporter (`PrometheusMetricReader`, collected when scraped), as an application exporting
+    OTel metrics has."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    registry = CollectorRegistry()
+    reader = PrometheusMetricReader(registry=registry)
+    provider = MeterProvider(metric_readers=[reader])
+    stack.callback(provider.shutdown)
+    return registry, (OpenTelemetryInstrument(meter_provider=provider),)
+
+
+class Recording:
+    """What a Prometheus scraping the paths every `INCIDENT_INTERVAL` virtual seconds would have
+    stored, written as OpenMetrics with timestamps for ``promtool tsdb create-blocks-from``.
+
+    The incident run plays on virtual time as fast as it can (nothing waits for the wall
+    clock, so a loaded machine changes nothing), scrapes itself on that clock, and Prometheus
+    loads the result as history: ``base`` is the Unix time of virtual second 0.
+    """
+
+    def __init__(self, base: float) -> None:
+        self.base = base
+        # family name → (type, lines), lines in scrape order (each series' samples ascending).
+        self.families: dict[str, tuple[str, list[str]]] = {}
+
+    def scrape(self, path: MetricPath, at: float) -> None:
+        """Record ``path``'s retrymw samples and its ``up`` at virtual second ``at``."""
+        stamp = f"{self.base + at:.3f}"
+        scraped = {"job": path.job, "instance": path.instance}
+        for family in path.registry.collect():
+            if not family.name.startswith("retrymw_"):
+                continue
+            _, lines = self.families.setdefault(family.name, (family.type, []))
+            for sample in family.samples:
+                labels = {**sample.labels, **scraped}
+                lines.append(f"{sample.name}{_labels(labels)} {_number(sample.value)} {stamp}")
+        _, up = self.families.setdefault("up", ("gauge", []))
+        up.append(f"up{_labels(scraped)} 1 {stamp}")
+
+    def write(self, path: Path) -> None:
+        """The OpenMetrics text: each family's samples together, then ``# EOF``."""
+        with path.open("w", encoding="utf-8") as out:
+            for name, (kind, lines) in self.families.items():
+                out.write(f"# TYPE {name} {kind}\n")
+                out.writelines(line + "\n" for line in lines)
+            out.write("# EOF\n")
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items()) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def play(paths: list[MetricPath], recording: Recording, seconds: float = INCIDENT_SECONDS) -> None:
+    """Play ``seconds`` virtual seconds of every path's workload side by side, scraping each
+    every `INCIDENT_INTERVAL` (from second 0, before the first call: every announced series is
+    seen at its start value) and once more at the end."""
+    every = round(INCIDENT_INTERVAL)
+    for second in range(round(seconds) + 1):
+        if second % every == 0:
+            for path in paths:
+                recording.scrape(path, float(second))
+        if second < seconds:
+            for path in paths:
+                path.workload.step()
+
+
+def _inline(expr: str, records: dict[str, str]) -> str:
+    """``expr`` with every recorded series replaced by its rule's expression, in parentheses."""
+    pattern = re.compile(r"(?<![\w:])(" + "|".join(map(re.escape, records)) + r")(?![\w:])")
+    for _ in range(3):  # records of records
+        expr = pattern.sub(lambda found: f"({records[found[1]]})", expr)
+    return expr
+
+
+def _seconds(duration: str) -> float:
+    return float(sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(duration)))
 
 
 @dataclass
 class IncidentStack:
-    """A Prometheus that scraped a whole `IncidentWorkload` run and evaluated the scaled rules."""
+    """A Prometheus holding a whole `IncidentWorkload` run through both export paths, scraped on
+    the run's virtual clock; ``endpoint``'s registry and ``workload`` are the prometheus_client
+    path's. ``start`` and ``end`` are the Unix times of the run's first and last virtual second."""
 
     prometheus: PrometheusServer
-    endpoint: MetricsEndpoint
     workload: IncidentWorkload
     start: float
     end: float
+    paths: dict[str, MetricPath] = field(default_factory=dict)
+    rules: dict[str, Any] = field(default_factory=dict)
 
-    def fired(self) -> set[tuple[str, str]]:
-        """(alert name, policy or circuit) of every alert that was firing at any time."""
-        result = self.prometheus.query(
-            f'max_over_time(ALERTS{{alertstate="firing"}}[{round(self.end - self.start) + 60}s])'
-        )
-        return {
-            (
-                r["metric"]["alertname"],
-                r["metric"].get(names.LABEL_POLICY) or r["metric"][names.LABEL_CIRCUIT],
-            )
-            for r in result
+    def fired(self, job: str = JOB) -> set[tuple[str, str]]:
+        """(alert name, target or circuit) of every alert of ``job`` that fired at any time."""
+        return set(self.alert_spans(job))
+
+    def alert_spans(self, job: str = JOB) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        """When each alert of ``job`` was firing, as Prometheus's rule manager evaluating every
+        `INCIDENT_INTERVAL` would have had it: (alert name, target or circuit) → (from, to)
+        spans in the run's virtual seconds. An alert is pending from the first evaluation its
+        expression holds, firing once it held for its ``for:``, resolved at the first that it
+        does not."""
+        records = {
+            rule["record"]: rule["expr"]
+            for group in self.rules["groups"]
+            for rule in group["rules"]
+            if "record" in rule
         }
+        spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for group in self.rules["groups"]:
+            for rule in group["rules"]:
+                if "alert" not in rule:
+                    continue
+                expr = _inline(rule["expr"], records)
+                hold = _seconds(rule.get("for", "0s"))
+                result = self.prometheus.query_range(expr, self.start, self.end, INCIDENT_INTERVAL)
+                for series in result:
+                    labels = series["metric"]
+                    if labels.get("job") != job:
+                        continue
+                    owner = labels.get(names.LABEL_TARGET) or labels[names.LABEL_CIRCUIT]
+                    times = [float(t) - self.start for t, _ in series["values"]]
+                    for began, ended in _runs(times):
+                        if ended - began >= hold:
+                            spans.setdefault((rule["alert"], owner), []).append(
+                                (began + hold, ended)
+                            )
+        return spans
+
+
+def _runs(times: list[float]) -> list[tuple[float, float]]:
+    """Consecutive evaluation times (one `INCIDENT_INTERVAL` apart) as (first, last) runs."""
+    runs: list[tuple[float, float]] = []
+    for at in times:
+        if runs and at - runs[-1][1] <= INCIDENT_INTERVAL * 1.5:
+            runs[-1] = (runs[-1][0], at)
+        else:
+            runs.append((at, at))
+    return runs
 
 
 @contextmanager
-def incident_stack(binary: str, workdir: Path) -> Iterator[IncidentStack]:
-    """Start the endpoint and Prometheus (scaled rules), play the incidents, wait for the end."""
+def incident_stack(
+    binary: str, workdir: Path, *, rules: Path = RULES, fleet: bool = True
+) -> Iterator[IncidentStack]:
+    """Play the incidents on virtual time through both paths, load what a Prometheus scraping
+    them would have stored into a real one, and evaluate ``rules`` on it (`alert_spans`)."""
     with ExitStack() as stack:
-        endpoint = MetricsEndpoint()
-        stack.callback(endpoint.close)
-        rules = workdir / "retrymw.scaled.rules.yml"
-        rules.write_text(yaml.safe_dump(scaled_rules(load_rules()), sort_keys=False), "utf-8")
-        prometheus = PrometheusServer(
-            binary, workdir, endpoint.address, [rules], interval=SCALED_INTERVAL
+        registry = CollectorRegistry()
+        otel_registry, otel_instruments = _otel_path(stack)
+        workload = IncidentWorkload(registry, fleet=_fleet(stack, workdir) if fleet else None)
+        otel = IncidentWorkload(None, instruments=otel_instruments)
+        paths = {
+            JOB: MetricPath("prometheus", JOB, registry, workload, "app-prometheus:9464"),
+            OTEL_JOB: MetricPath("otel", OTEL_JOB, otel_registry, otel, "app-otel:9464"),
+        }
+        # Three hours ago, on a scrape boundary: history Prometheus loads, within retention.
+        base = (int(time.time()) // 3600 - 3) * 3600.0
+        recording = Recording(base)
+        play(list(paths.values()), recording)
+        source = workdir / "incidents.om.txt"
+        recording.write(source)
+        data = workdir / "data"
+        subprocess.run(
+            [
+                shutil.which("promtool") or "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                str(source),
+                str(data),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
+        prometheus = PrometheusServer(binary, workdir, {}, [])
         stack.callback(prometheus.stop)
         prometheus.start()
-        workload = IncidentWorkload(endpoint.registry, fleet=_fleet(stack, workdir))
-        # Scraped once before the first call: every announced series is seen at its start value.
-        prometheus.wait_until(
-            functools.partial(_up, prometheus), "the first scrape of the endpoint", timeout=30.0
-        )
-        start, end = workload.run()
-        calls = sum(workload.tally.outcomes.values())
-        prometheus.wait_until(
-            functools.partial(_scraped, prometheus, calls),
-            f"a scrape with all {calls} calls",
-            timeout=20.0,
-        )
-        # One more evaluation round, so the rules saw the final scrape.
-        time.sleep(1.0)
-        yield IncidentStack(prometheus, endpoint, workload, start, end)
+        loaded = yaml.safe_load(rules.read_text(encoding="utf-8"))
+        yield IncidentStack(prometheus, workload, base, base + INCIDENT_SECONDS, paths, loaded)

@@ -12,20 +12,32 @@ from .layers import current, mark
 from .policy import CallState, RetryPolicy
 from .redact import safe_repr
 
-__all__ = ["OUTCOME_OF_REASON", "ending_error", "error_type", "mark_final"]
+__all__ = ["OUTCOME_OF_REASON", "OUTCOME_OF_REFUSAL", "ending_error", "error_type", "mark_final"]
 
+#: The outcome of a call that made attempts and gave up for a reason (DESIGN §15). A retry the
+#: breaker or the throttle refused ends the call with what its attempts got, a ``failure``: the
+#: reason (``retrymw_retries_denied_total``) tells why no retry followed. Only a call refused
+#: before any attempt is ``circuit_open`` or ``shed`` (`OUTCOME_OF_REFUSAL`), so that the
+#: dashboards' admitted calls are the calls that reached the dependency.
 OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "max_attempts": "exhausted",
     "budget_exhausted": "budget_exhausted",
     "throttled": "throttled",
     "deadline_exceeded": "deadline_exceeded",
-    "circuit_open": "circuit_open",
-    "shed": "shed",
+    "circuit_open": "failure",
+    "shed": "failure",
     "not_idempotent": "failure",
     "body_not_replayable": "failure",
     "retry_after_exceeds_limit": "failure",
     "server_said_no": "failure",
     "retried_below": "failure",
+}
+
+#: The outcome of a call the breaker or the throttle refused before any attempt (in this
+#: process): nothing reached the dependency.
+OUTCOME_OF_REFUSAL: dict[RetryReason, CallOutcome] = {
+    "circuit_open": "circuit_open",
+    "shed": "shed",
 }
 
 _NOTE_PREFIX = "retrymw: gave up after attempt "

@@ -1,9 +1,9 @@
 """The series bound of one registry (or meter provider): `Cardinality`.
 
-Capping each label on its own (the first 100 targets, the first 50 error types) does not bound
-the series, because they multiply: a (policy, target) pair carries a histogram's buckets for
-every outcome, attempt outcome, error type and reason, about 250 series in common use and over
-3 000 at worst, and policies are not capped at all. So the instruments also keep a ledger of
+Capping each label on its own (the first 100 policies, the first 100 targets, the first 50 error
+types) does not bound the series, because they multiply: a (policy, target) pair carries a
+histogram's buckets for every outcome, attempt outcome, error type and reason it has seen, about
+40-60 series in common use and over 3 000 at worst. So the instruments also keep a ledger of
 the series they have made, and place each record: under its own policy and target while they
 fit, else under its policy's `names.OVERFLOW` target, else under `OVERFLOW` for both, whose room
 is set aside from the start. The total never passes `names.MAX_SERIES`, and no record is lost:
@@ -44,7 +44,8 @@ def worst_series(first: tuple[str, ...]) -> int:
     target) pair, or one circuit, over every metric that starts with them."""
     total = 0
     for spec in (*names.METRICS, *names.LIVE_GAUGES):
-        if spec.labels[: len(first)] != first or spec is names.POLICY_INFO:
+        # The info gauges are one series per label set, counted where they are made.
+        if spec.labels[: len(first)] != first or spec in (names.POLICY_INFO, names.CIRCUIT_INFO):
             continue
         series = spec.series
         for label in spec.labels[len(first) :]:
@@ -58,6 +59,7 @@ class Cardinality:
     provider), so that together they never export more than `names.MAX_SERIES` series.
 
     Attributes:
+        policy: caps ``retrymw_policy`` (`names.MAX_POLICIES`).
         target: caps ``retrymw_target`` (`names.MAX_TARGETS`).
         circuit: caps ``retrymw_circuit`` (`names.MAX_TARGETS`).
         error_type: caps ``error_type`` (`names.MAX_ERROR_TYPES`).
@@ -72,12 +74,14 @@ class Cardinality:
         "_new_until",
         "circuit",
         "error_type",
+        "policy",
         "spent",
         "target",
     )
 
     def __init__(self) -> None:
         # Read at construction, not import, so that tests may lower the caps.
+        self.policy = names.BoundedValues(names.MAX_POLICIES, names.OVERFLOW)
         self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
         self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
@@ -98,18 +102,19 @@ class Cardinality:
         """The policy and target a record is reported under, its series counted.
 
         Args:
-            policy: the record's policy.
+            policy: the record's policy, capped here by `policy`.
             target: its target, already capped by `target`.
-            entry: the series a pair has from its first record (Prometheus' zeros; 0 for
-                OpenTelemetry, which makes none).
+            entry: the series a pair has from its first record (Prometheus' success series; 0
+                for OpenTelemetry, which makes none before a record).
             child: the record's other label values, as the instrument keys them; ``None``
                 when the pair's entry already has them.
             series: what ``child`` adds.
 
         Returns:
-            ``(policy, target)`` while they fit; else ``(policy, OVERFLOW)``; else
-            ``(OVERFLOW, OVERFLOW)``, whose series are reserved.
+            ``(policy, target)`` while they fit (``policy`` past the cap is `OVERFLOW`); else
+            ``(policy, OVERFLOW)``; else ``(OVERFLOW, OVERFLOW)``, whose series are reserved.
         """
+        policy = self.policy(policy)
         counted = self._counted
         if ("pair", policy, target) in counted and (
             child is None or ("child", policy, target, child) in counted

@@ -12,16 +12,22 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _names as names
 
+if TYPE_CHECKING:
+    from .._protect.breaker import CircuitBreaker
+
 __all__ = [
     "BREAKER_READERS",
+    "BREAKER_SETTINGS",
     "BUDGET_READERS",
     "THROTTLE_READERS",
     "Reader",
     "budget_capacity",
+    "circuit_info",
+    "consecutive_failure_ratio",
     "failure_rate",
     "failure_rate_threshold",
     "kind_of",
@@ -40,10 +46,23 @@ def failure_rate(breaker: Any) -> float:
     return stats.window_failures / stats.window_calls if stats.window_calls else 0.0
 
 
-def failure_rate_threshold(breaker: Any) -> float:
+def failure_rate_threshold(breaker: CircuitBreaker) -> float:
     """The failure rate that opens the circuit; NaN when the rate rule is off (no series)."""
-    threshold = getattr(getattr(breaker, "_settings", None), "failure_rate_threshold", None)
+    threshold = breaker.settings.failure_rate_threshold
     return math.nan if threshold is None else float(threshold)
+
+
+def consecutive_failure_ratio(breaker: CircuitBreaker) -> float:
+    """Failures in a row over the consecutive-failure threshold; NaN when that rule is off."""
+    threshold = breaker.settings.failure_threshold
+    if threshold is None:
+        return math.nan
+    return breaker.statistics().consecutive_failures / threshold
+
+
+def circuit_info(breaker: Any) -> float:
+    """1 while the breaker lives (`names.CIRCUIT_INFO`)."""
+    return 1.0
 
 
 def budget_capacity(budget: Any) -> float:
@@ -57,8 +76,8 @@ def reject_probability(throttle: Any) -> float:
 
 
 #: The saturation gauges a budget, a throttle and a breaker export, with how each is read
-#: (a budget's available tokens are DESIGN's gauge, set from the events). A breaker's threshold
-#: is exported only while its rate rule is on (`failure_rate_threshold` is not NaN).
+#: (a budget's available tokens are DESIGN's gauge, set from the events). A breaker's thresholds
+#: are exported only while their rule is on (the reading is not NaN).
 BUDGET_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
     (names.RETRY_BUDGET_CAPACITY, budget_capacity),
 )
@@ -68,7 +87,10 @@ THROTTLE_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
 BREAKER_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
     (names.CIRCUIT_FAILURE_RATE, failure_rate),
     (names.CIRCUIT_FAILURE_RATE_THRESHOLD, failure_rate_threshold),
+    (names.CIRCUIT_CONSECUTIVE_FAILURE_RATIO, consecutive_failure_ratio),
 )
+#: The breaker's settings among its gauges: constants, exported only while the rule is on.
+BREAKER_SETTINGS: frozenset[names.MetricSpec] = frozenset({names.CIRCUIT_FAILURE_RATE_THRESHOLD})
 
 
 def kind_of(subject: object) -> str | None:

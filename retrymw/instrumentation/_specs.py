@@ -48,10 +48,11 @@ class MetricSpec:
     @property
     def series(self) -> int:
         """Exposition series one label set adds: a histogram's buckets (``+Inf`` too),
-        ``_count``, ``_sum`` and ``_created``; a counter's ``_total`` and ``_created``; a gauge."""
+        ``_count`` and ``_sum``; a counter's ``_total``; a gauge. retrymw exports no
+        ``_created`` series (`_prometheus.live.Exported`), nor does OpenTelemetry's exporter."""
         if self.kind == "histogram":
-            return len(self.buckets or ()) + 4
-        return 2 if self.kind == "counter" else 1
+            return len(self.buckets or ()) + 3
+        return 1
 
 
 _UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}

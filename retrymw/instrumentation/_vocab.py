@@ -76,6 +76,7 @@ __all__ = [
     "LABEL_SERVICE",
     "LABEL_TARGET",
     "MAX_ERROR_TYPES",
+    "MAX_POLICIES",
     "MAX_ROUTES",
     "MAX_SERIES",
     "MAX_TARGETS",
@@ -105,7 +106,11 @@ CIRCUIT_STATES: tuple[CircuitState, ...] = get_args(CircuitState)
 #: Distinct ``retrymw_target`` (and ``retrymw_circuit``) values kept per registry or instrument;
 #: later ones are reported as `OVERFLOW`.
 MAX_TARGETS = 100
-#: The label value that stands for every target past `MAX_TARGETS`.
+#: Distinct ``retrymw_policy`` values kept per registry or instrument, as for targets; later
+#: ones are reported as `OVERFLOW`.
+MAX_POLICIES = 100
+#: The label value that stands for every target past `MAX_TARGETS` (and policy past
+#: `MAX_POLICIES`).
 OVERFLOW = "_other"
 #: Distinct ``error_type`` values kept; later ones become `ERROR_TYPE_OVERFLOW` (semconv's own).
 MAX_ERROR_TYPES = 50

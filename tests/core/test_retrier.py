@@ -871,7 +871,8 @@ async def test_circuit_opening_during_the_backoff_is_a_reported_denial(
         await retrier.call(dead)
     assert "circuit_open" in getattr(caught.value, "__notes__", [""])[-1]
     assert [event.reason for event in recorder.of_type(RetryDenied)] == ["circuit_open"]
-    assert recorder.of_type(CallFinished)[-1].outcome == "circuit_open"
+    # Attempted, then a retry refused: what the attempts got (DESIGN §15), not a refusal.
+    assert recorder.of_type(CallFinished)[-1].outcome == "failure"
 
 
 class MeteredSwitchable(Instrument):

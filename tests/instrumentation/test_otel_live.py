@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from retrymw import (
     AdaptiveThrottle,
@@ -260,3 +261,124 @@ def test_an_unreadable_object_is_left_out_and_others_still_reported(
         key for name, key in otel_series(reader) if name == "retrymw.throttle.reject_probability"
     }
     assert probabilities == {("p", "healthy.test")}
+
+
+# -- the same series from creation on both paths (issue 31) ---------------------------------------
+
+
+def exported(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every retrymw sample of a registry's exposition, by name and sorted labels; a label with
+    an empty value is no label, as Prometheus stores it (``error_type=""`` on a success), and
+    ``le`` is a number (prometheus_client writes ``1.0``, OpenTelemetry's exporter ``1``)."""
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if sample.name.startswith("retrymw_"):
+                labels = {key: value for key, value in sample.labels.items() if value}
+                if "le" in labels:
+                    labels["le"] = repr(float(labels["le"]))
+                found[sample.name, tuple(sorted(labels.items()))] = sample.value
+    return found
+
+
+def both_paths(clock: FakeClock) -> Iterator[tuple[CollectorRegistry, CollectorRegistry, Any]]:
+    """A Prometheus registry fed by `PrometheusInstrument`, and one fed by OpenTelemetry's
+    Prometheus exporter (`PrometheusMetricReader`) from `OpenTelemetryInstrument`."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+    direct, translated = CollectorRegistry(), CollectorRegistry()
+    reader = PrometheusMetricReader(
+        disable_target_info=True, scope_info_enabled=False, registry=translated
+    )
+    meter_provider = MeterProvider(metric_readers=[reader])
+    instruments = (
+        PrometheusInstrument(direct),
+        OpenTelemetryInstrument(meter_provider=meter_provider),
+    )
+    try:
+        yield direct, translated, instruments
+    finally:
+        meter_provider.shutdown()
+
+
+def transport_like(clock: FakeClock, instruments: Any) -> Retrier:
+    """A breaker, a budget and a throttle per target, as the transports have."""
+    return Retrier(
+        RetryPolicy(name="api", retry_on=[ConnectionError]),
+        breaker=PerTarget(CircuitBreaker(name="api", failure_threshold=3, clock=clock)),
+        budget=PerTarget(RetryBudget(clock=clock)),
+        throttle=PerTarget(AdaptiveThrottle(name="api", clock=clock, rng=Random(0))),
+        instruments=instruments,
+        clock=clock,
+    )
+
+
+def test_a_healthy_target_has_the_same_series_on_both_paths() -> None:
+    """After one successful call: the same series with the same values through prometheus_client
+    and through OpenTelemetry's Prometheus exporter, the healthy circuit's closed = 1 and its
+    four transitions at 0, and the protection's denial reasons at 0, included. Only the empty
+    call histograms of the refusals a breaker and a throttle give are prometheus_client's
+    alone: the OpenTelemetry API cannot export a histogram before its first record."""
+    clock = FakeClock()
+    for direct, translated, instruments in both_paths(clock):
+        retrier = transport_like(clock, instruments)
+        retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+        prometheus, otel = exported(direct), exported(translated)
+        refusals = {
+            key
+            for key in prometheus
+            if key[0].startswith(names.CALL_DURATION.prometheus)
+            and dict(key[1])[names.LABEL_OUTCOME] in ("circuit_open", "shed")
+        }
+        assert {prometheus[key] for key in refusals} == {0}
+        assert len(refusals) == 2 * 3  # +Inf, _count and _sum of each
+        assert set(otel) == set(prometheus) - refusals
+        for key, value in otel.items():
+            assert prometheus[key] == pytest.approx(value), key
+        circuit = (("retrymw_circuit", "api:h.example"),)
+        closed = ("retrymw_circuit_state", (*circuit, ("retrymw_circuit_state", "closed")))
+        assert otel[closed] == 1
+        transitions = [v for (name, _), v in otel.items() if name.startswith("retrymw_circuit_tr")]
+        assert transitions == [0, 0, 0, 0]
+        denied = {
+            dict(labels)[names.LABEL_REASON]: value
+            for (name, labels), value in otel.items()
+            if name == names.RETRIES_DENIED.prometheus
+        }
+        assert denied == {"throttled": 0, "circuit_open": 0, "shed": 0}
+
+
+def _dead() -> str:
+    raise ConnectionError("down")
+
+
+def test_the_first_trip_reads_the_same_on_both_paths() -> None:
+    """A target that fails until its circuit opens, then is refused: every counter and gauge the
+    same on both paths (the trip counted from 0)."""
+    clock = FakeClock()
+    for direct, translated, instruments in both_paths(clock):
+        retrier = transport_like(clock, instruments)
+        retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+        for _ in range(3):
+            with contextlib.suppress(ConnectionError, Exception):
+                retrier.execute_sync(_dead, operation="GET", target="h.example")
+        prometheus, otel = exported(direct), exported(translated)
+        # Histograms: the same series once observed (OpenTelemetry cannot export an empty
+        # one, so a compact zero exists on the Prometheus path only).
+        assert {key for key in prometheus if prometheus[key] or "_bucket" not in key[0]} >= {
+            key for key in otel if otel[key] or "_bucket" not in key[0]
+        }
+        counters = {k: v for k, v in prometheus.items() if not k[0].startswith(HISTOGRAMS)}
+        assert {k: v for k, v in otel.items() if not k[0].startswith(HISTOGRAMS)} == counters
+        trip = (
+            "retrymw_circuit_transitions_total",
+            (
+                ("retrymw_circuit", "api:h.example"),
+                ("retrymw_circuit_previous_state", "closed"),
+                ("retrymw_circuit_state", "open"),
+            ),
+        )
+        assert otel[trip] == prometheus[trip] == 1
+
+
+HISTOGRAMS = tuple(spec.prometheus for spec in names.METRICS if spec.kind == "histogram")

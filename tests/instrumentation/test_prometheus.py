@@ -79,17 +79,15 @@ def buckets(registry: CollectorRegistry, metric: str, *labels: str) -> dict[floa
 
 
 def zeros(policy: str = P, target: str = T) -> dict[tuple[Any, ...], float]:
-    """The series pre-created at zero for a new (policy, target): the call histogram for every
-    outcome, the attempt histogram for a success, every denial reason."""
-    series: dict[tuple[Any, ...], float] = {}
-    for outcome in names.OUTCOMES:
-        series["retrymw_call_duration_seconds_count", policy, target, outcome] = 0.0
-        series["retrymw_call_duration_seconds_sum", policy, target, outcome] = 0.0
-    for reason in names.REASONS:
-        series["retrymw_retries_denied_total", policy, target, reason] = 0.0
-    series["retrymw_attempt_duration_seconds_count", policy, target, "success", ""] = 0.0
-    series["retrymw_attempt_duration_seconds_sum", policy, target, "success", ""] = 0.0
-    return series
+    """The series a new (policy, target) has from its first record: the successes of calls and
+    attempts, and the denial its retry budget gives (every scenario has one)."""
+    return {
+        ("retrymw_call_duration_seconds_count", policy, target, "success"): 0.0,
+        ("retrymw_call_duration_seconds_sum", policy, target, "success"): 0.0,
+        ("retrymw_attempt_duration_seconds_count", policy, target, "success", ""): 0.0,
+        ("retrymw_attempt_duration_seconds_sum", policy, target, "success", ""): 0.0,
+        ("retrymw_retries_denied_total", policy, target, "throttled"): 0.0,
+    }
 
 
 Series = dict[tuple[Any, ...], float]
@@ -103,14 +101,16 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
 
     def call(outcome: str, seconds: float, *attempts: int) -> Series:
         """``len(attempts)`` calls; the attempts histogram observes those that made other than
-        one attempt (its series exists from the outcome's first call, at 0 until then)."""
+        one attempt (its series exists from the first of them)."""
         other = [count for count in attempts if count != 1]
-        return {
+        series: Series = {
             ("retrymw_call_duration_seconds_count", P, t, outcome): len(attempts),
             ("retrymw_call_duration_seconds_sum", P, t, outcome): seconds,
-            ("retrymw_call_attempts_count", P, t, outcome): len(other),
-            ("retrymw_call_attempts_sum", P, t, outcome): sum(other),
         }
+        if other:
+            series["retrymw_call_attempts_count", P, t, outcome] = len(other)
+            series["retrymw_call_attempts_sum", P, t, outcome] = sum(other)
+        return series
 
     def attempts(outcome: str, count: int) -> Series:
         error_type = "" if outcome == "success" else error
@@ -168,8 +168,10 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
             **budget(tokens),
         },
         "circuit_open": {
-            # One call opened the circuit (its retry denied), the next was rejected: 0 attempts.
-            **call("circuit_open", 0.25, 1, 0),
+            # One call opened the circuit (its retry denied: a failure, what its attempt got),
+            # the next was refused before any attempt: 0 attempts, outcome circuit_open.
+            **call("failure", 0.25, 1),
+            **call("circuit_open", 0.0, 0),
             **attempts("failed", 1),
             **denied("circuit_open"),
             **budget(tokens),
@@ -487,9 +489,8 @@ def test_multiprocess_mode_merges_every_metric(tmp_path: Path) -> None:
     assert value("retrymw_attempt_duration_seconds_count", **success) == 2
     retried = {**pt, "retrymw_attempt_outcome": "retried", "error_type": "ConnectionError"}
     assert value("retrymw_attempt_duration_seconds_count", **retried) == 2
-    # Pre-created series are in the files too: the first failure of a kind is an increase.
-    shed = {**pt, "retrymw_outcome": "shed"}
-    assert value("retrymw_call_duration_seconds_count", **shed) == 0
+    # Pre-created series are in the files too: the budget's first denial is an increase.
+    assert value("retrymw_retries_denied_total", **pt, retrymw_reason="throttled") == 0
     assert value("retrymw_backoff_duration_seconds_sum", **pt) == 3.0
     assert value("retrymw_retry_budget_available", **pt) == pytest.approx(tokens)
     circuit = {"retrymw_circuit": "db"}

@@ -236,7 +236,8 @@ async def test_a_shed_retry_is_never_retried_and_is_reported(
     assert isinstance(last, ConnectionError)  # the last real error, with why it stopped
     assert "[shed]" in getattr(last, "__notes__", [""])[-1]
     assert [event.reason for event in recorder.of_type(RetryDenied)][-1] == "shed"
-    assert recorder.of_type(CallFinished)[-1].outcome == "shed"
+    # Attempted, then a retry refused: what the attempts got (DESIGN §15), not a refusal.
+    assert recorder.of_type(CallFinished)[-1].outcome == "failure"
 
 
 async def test_a_shed_request_is_an_httpx_transport_error(clock: FakeClock) -> None:

@@ -1,10 +1,16 @@
-"""The protection gauges of `OpenTelemetryInstrument`: observable gauges read at collection.
+"""The protection series of `OpenTelemetryInstrument`: observable gauges read at collection, and
+the series every announced object has from its creation.
 
 The same series as `PrometheusInstrument` exports for every policy, breaker, budget and
 throttle a `Retrier` announces (`names.LIVE_GAUGES`, read through `_protection_live`): the
-budget's capacity, the throttle's rejection probability, the breaker's failure rate and
-threshold, and the policy's settings as ``retrymw.policy.info`` = 1. The objects are held
-weakly: one that goes away (an evicted target) is no longer reported.
+budget's capacity, the throttle's rejection probability, the breaker's failure rate, its
+consecutive failures and both thresholds, and the policy's settings as ``retrymw.policy.info``
+= 1. The objects are held weakly: one that goes away (an evicted target) is no longer reported.
+
+DESIGN §6, on this path too (issue 31): a circuit's state reads ``closed`` = 1 (or its state)
+and its four transitions 0 from its announcement, and the denial reason a budget, breaker or
+throttle gives (``throttled``, ``circuit_open``, ``shed``) is recorded at 0 for each
+(policy, target) it serves, so that ``increase()`` counts the first trip and the first denial.
 
 Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
 """
@@ -26,6 +32,7 @@ from .._protection_live import (
     BUDGET_READERS,
     THROTTLE_READERS,
     Reader,
+    circuit_info,
     kind_of,
     policy_info,
     read_live,
@@ -35,6 +42,9 @@ __all__ = ["LiveGauges", "live_gauges"]
 
 #: What a live series is read from: the object (weakly) and how.
 _Source = tuple[weakref.ref[Any], Reader]
+
+#: The denial reason each kind of protection gives, recorded at 0 with the object.
+_DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "shed"}
 
 
 class LiveGauges:
@@ -61,9 +71,17 @@ class LiveGauges:
         #: ""): exported for each (policy, target) the calls show (`saw`).
         self.shared: dict[str, list[weakref.ref[Any]]] = {}
         self._pairs: set[tuple[str, str]] = set()
+        self._wired: set[tuple[str, str, int]] = set()
+        self._circuits: set[str] = set()
+        # The instruments whose series exist from an object's creation (`create`).
+        self._circuit_state: metrics._Gauge | None = None  # the API exports no public name
+        self._transitions: metrics.Counter | None = None
+        self._denied: metrics.Counter | None = None
 
     def create(self, meter: metrics.Meter) -> None:
-        """Create the observable gauges on ``meter`` (`names.LIVE_GAUGES`)."""
+        """Create the observable gauges on ``meter`` (`names.LIVE_GAUGES`), and take the
+        circuit state, transitions and denial instruments, which the SDK hands every
+        `OpenTelemetryInstrument` on the meter too (same name, unit and description)."""
         for spec in names.LIVE_GAUGES:
             meter.create_observable_gauge(
                 spec.otel,
@@ -71,35 +89,50 @@ class LiveGauges:
                 unit=spec.unit,
                 description=spec.description,
             )
+        state, transitions, denied = (
+            names.CIRCUIT_STATE,
+            names.CIRCUIT_TRANSITIONS,
+            names.RETRIES_DENIED,
+        )
+        self._circuit_state = meter.create_gauge(state.otel, state.unit, state.description)
+        self._transitions = meter.create_counter(
+            transitions.otel, transitions.unit, transitions.description
+        )
+        self._denied = meter.create_counter(denied.otel, denied.unit, denied.description)
 
     # -- announcements --------------------------------------------------------------------------
 
     def attach(self, policy: str, raw_target: str, subject: object) -> None:
-        """Export the live series of an announced policy, breaker, budget or throttle."""
+        """Export the series of an announced policy, breaker, budget or throttle."""
         kind = kind_of(subject)
         if kind == "policy":
             values = policy_info(subject)
-            if not self.bounds.admit(("policy", values[0]), names.POLICY_INFO.series):
-                return  # past the series bound: a new policy's settings are not exported
+            if self.bounds.policy(values[0]) == names.OVERFLOW or not self.bounds.admit(
+                ("policy", values[0]), names.POLICY_INFO.series
+            ):
+                return  # past the policy cap or the series bound: its settings are not exported
             with self._lock:
                 self._policies[values[0]] = values[1:]  # one series per policy name
-        elif kind == "breaker":
-            self._breaker(subject)
-        elif kind is not None:
-            if raw_target:
-                target = self._target(raw_target)
-                # A target's own object never stands for every target past the cap.
-                if target != names.OVERFLOW:
-                    self._wire(policy, target, subject, kind)
-                return
-            with self._lock:
-                refs = self.shared.setdefault(policy, [])
-                if any(ref() is subject for ref in refs):
-                    return
-                refs.append(weakref.ref(subject))
-                targets = [target for known, target in self._pairs if known == policy]
-            for target in targets:
+            return
+        if kind is None:
+            return
+        if kind == "breaker":
+            self._breaker(subject)  # a circuit is its own label: the target plays no part
+        if raw_target:
+            target = self._target(raw_target)
+            # A target's own object never stands for every target past the cap.
+            if target != names.OVERFLOW:
                 self._wire(policy, target, subject, kind)
+                self.saw(policy, raw_target)  # and the policy's shared objects serve it too
+            return
+        with self._lock:
+            refs = self.shared.setdefault(policy, [])
+            if any(ref() is subject for ref in refs):
+                return
+            refs.append(weakref.ref(subject))
+            targets = [target for known, target in self._pairs if known == policy]
+        for target in targets:
+            self._wire(policy, target, subject, kind)
 
     def saw(self, policy: str, raw_target: str) -> None:
         """A call of ``policy`` to ``raw_target``: the policy's shared objects serve it too."""
@@ -118,10 +151,52 @@ class LiveGauges:
             if subject is not None:
                 self._wire(policy, target, subject, kind_of(subject))
 
+    def circuit_seen(self, circuit: str) -> None:
+        """A transition of ``circuit`` (its capped label): a circuit never announced (a breaker
+        built outside a `Retrier`) has its other transitions at 0 from now on, so that at least
+        its next trip is seen by ``increase()``, as on the Prometheus path."""
+        with self._lock:
+            if circuit in self._circuits:
+                return
+            self._circuits.add(circuit)
+        self._transitions_at_zero(circuit)
+
     def _wire(self, policy: str, target: str, subject: object, kind: str | None) -> None:
+        """(policy, target) is served by ``subject``: its denial reason at 0, and the live gauges
+        of a budget or throttle."""
+        reason = _DENIAL_OF.get(kind or "")
+        key = (policy, target, id(subject))
+        with self._lock:
+            if reason is None or key in self._wired:
+                return
+            self._wired.add(key)
+        bounds = self.bounds
+        denied = names.RETRIES_DENIED
+        # The same child as the instrument's records of that reason (`_AttributeSets`).
+        child = (names.ATTR_REASON, reason, None)
+        if bounds.place(policy, target, 0, child, denied.series) != (policy, target):
+            return  # its series would not fit (or the policy is past its cap)
+        if self._denied is not None:
+            self._denied.add(
+                0,
+                {names.ATTR_POLICY: policy, names.ATTR_TARGET: target, names.ATTR_REASON: reason},
+            )
+        if kind == "breaker":  # its gauges are the circuit's (`_breaker`), but for its info
+            circuit = bounds.circuit_label(getattr(subject, "name", ""))
+            info = names.CIRCUIT_INFO
+            if bounds.place(policy, target, 0, (info.otel, circuit), info.series) == (
+                policy,
+                target,
+            ):
+                with self._lock:
+                    self._series[info][circuit, policy, target] = (
+                        weakref.ref(subject),
+                        circuit_info,
+                    )
+            return
         readers = BUDGET_READERS if kind == "budget" else THROTTLE_READERS
         for spec, _ in readers:
-            if self.bounds.place(policy, target, 0, (spec.otel,), spec.series) != (policy, target):
+            if bounds.place(policy, target, 0, (spec.otel,), spec.series) != (policy, target):
                 return  # its series would not fit
         ref = weakref.ref(subject)
         with self._lock:
@@ -129,13 +204,38 @@ class LiveGauges:
                 self._series[spec][policy, target] = (ref, read)
 
     def _breaker(self, breaker: Any) -> None:
-        # A circuit is its own label: the target plays no part. Its threshold reads NaN while
-        # the rate rule is off, so that series is never reported then.
-        circuit = (self.bounds.circuit_label(breaker.name),)
+        # Its thresholds read NaN while their rule is off, so those series are never reported
+        # then. Its state and transitions exist from now on.
+        label = self.bounds.circuit_label(breaker.name)
+        circuit = (label,)
         ref = weakref.ref(breaker)
         with self._lock:
             for spec, read in BREAKER_READERS:
                 self._series[spec][circuit] = (ref, read)
+            new = label not in self._circuits
+            self._circuits.add(label)
+        if not new or self._circuit_state is None:
+            return
+        state = breaker.statistics().state
+        for name in names.CIRCUIT_STATES:
+            self._circuit_state.set(
+                1 if name == state else 0,
+                {names.ATTR_CIRCUIT: label, names.ATTR_CIRCUIT_STATE: name},
+            )
+        self._transitions_at_zero(label)
+
+    def _transitions_at_zero(self, circuit: str) -> None:
+        if self._transitions is None:
+            return
+        for previous, current in names.CIRCUIT_TRANSITION_PAIRS:
+            self._transitions.add(
+                0,
+                {
+                    names.ATTR_CIRCUIT: circuit,
+                    names.ATTR_CIRCUIT_PREVIOUS_STATE: previous,
+                    names.ATTR_CIRCUIT_STATE: current,
+                },
+            )
 
     # -- collection -----------------------------------------------------------------------------
 

@@ -110,12 +110,15 @@ class PrometheusInstrument(Instrument):
         """Observe the call's duration (its ``_count`` counts the call) and attempts."""
         metrics = self._metrics
         key = (event.policy, event.target, event.outcome)
-        children = metrics.call_children.get(key)
-        if children is None:
-            children = metrics.call(*key)
-        _observe(children[0], names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
+        child = metrics.call_children.get(key)
+        if child is None:
+            child = metrics.call(*key)
+        _observe(child, names.CALL_DURATION_BUCKETS, event.duration, _exemplar())
         if event.attempts != 1:  # one attempt is the rule: the call _count less this _count
-            children[1].observe(event.attempts)  # exemplars go on the latency histograms only
+            attempts = metrics.attempts_children.get(key)
+            if attempts is None:
+                attempts = metrics.attempts_of(*key)
+            attempts.observe(event.attempts)  # exemplars go on the latency histograms only
         if event.budget_available is not None:
             self._budget(event.policy, event.target, event.budget_available)
         if metrics.multiprocess:

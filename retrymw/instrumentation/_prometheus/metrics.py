@@ -24,9 +24,11 @@ from ..._core.forks import ForkSafeLock
 from .. import _names as names
 from .._cardinality import Cardinality
 from .._protection_live import (
+    BREAKER_READERS,
+    BREAKER_SETTINGS,
     budget_capacity,
-    failure_rate,
-    failure_rate_threshold,
+    circuit_info,
+    kind_of,
     policy_info,
     reject_probability,
 )
@@ -36,12 +38,17 @@ from .live import FleetCollector, FleetGauges, create, read_live, set_from
 __all__ = ["Metrics", "metrics_for", "observe"]
 
 
-#: The series a (policy, target) pair has from its first record: `Metrics.precreate`'s zeros.
-_ENTRY_SERIES = (
-    len(names.OUTCOMES) * names.CALL_DURATION.series
-    + len(names.REASONS) * names.RETRIES_DENIED.series
-    + names.ATTEMPT_DURATION.series
-)
+#: The series a (policy, target) pair has from its first record: its successes (`precreate`),
+#: counted at their full size, which they have from their first observation.
+_ENTRY_SERIES = names.CALL_DURATION.series + names.ATTEMPT_DURATION.series
+
+#: The denial reason each kind of protection gives: exported at 0 with the object (DESIGN §6,
+#: "every series a configured breaker, budget or throttle can have exists from its creation"),
+#: so that increase() counts its first denial.
+_DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "shed"}
+#: The outcome of a call a breaker or a throttle refuses before any attempt: its call series
+#: exists from the object's creation too, so that the refused share counts the first refusals.
+_REFUSAL_OF = {"breaker": "circuit_open", "throttle": "shed"}
 
 
 class Metrics:
@@ -59,8 +66,9 @@ class Metrics:
         self.transitions = create(registry, names.CIRCUIT_TRANSITIONS)
         self.budget_capacity = create(registry, names.RETRY_BUDGET_CAPACITY)
         self.reject_probability = create(registry, names.THROTTLE_REJECT_PROBABILITY)
-        self.failure_rate = create(registry, names.CIRCUIT_FAILURE_RATE)
-        self.failure_rate_threshold = create(registry, names.CIRCUIT_FAILURE_RATE_THRESHOLD)
+        # The breaker's gauges (`BREAKER_READERS`): live readings and constant settings.
+        self.breaker_gauges = {spec: create(registry, spec) for spec, _ in BREAKER_READERS}
+        self.circuit_info = create(registry, names.CIRCUIT_INFO)
         self.policy_info = create(registry, names.POLICY_INFO)
         self.bounds = Cardinality()
         self.target = self.bounds.target
@@ -69,11 +77,11 @@ class Metrics:
         # 3 µs); a dict hit is ~50 ns. Only values placed as they are (neither capped nor
         # moved to an overflow series) are ever keys, so the caches stay as bounded as the
         # series.
-        self.call_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self.call_children: dict[tuple[str, str, str], Any] = {}
+        self.attempts_children: dict[tuple[str, str, str], Any] = {}
         self.attempt_children: dict[tuple[str, str, str, str | None], Any] = {}
         self.backoff_children: dict[tuple[str, str], Any] = {}
-        # A first-attempt success's three children: the attempt's duration, then the call's
-        # duration and attempts.
+        # A first-attempt success's two children: the attempt's duration, then the call's.
         self.success_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.budget_children: dict[tuple[str, str], Any] = {}
         self.denied_children: dict[tuple[str, str, str], Any] = {}
@@ -113,21 +121,19 @@ class Metrics:
         return pair
 
     def precreate(self, policy: str, target: str) -> None:
-        """Export zeros for a new (policy, target): every outcome and reason ("avoid missing
-        metrics", so that ratios and ``rate() > 0`` alerts have a series from the start).
+        """Export a new (policy, target)'s successes from its first record, whatever it was.
 
-        Calls and attempts are counted by the duration histograms' ``_count``: the call
-        histogram exists for every outcome, the attempt histogram for a success (no error
-        type), so that ``increase()`` sees a target's first call, first success and first
-        failure alike.
+        The call histogram's and the attempt histogram's success series (no error type) are
+        the denominators of every ratio the dashboards and alerts compute, so the first success
+        of a target that started failing is counted by ``increase()``; while empty, each is
+        three series (`Exported`). Every other outcome, attempt outcome and error type is
+        created by its first event (an error type is unknown before), and the denial reasons of
+        the pair's protection with the protection (`wire`).
         """
         if (policy, target) in self.pairs:
             return
         self.pairs.add((policy, target))
-        for outcome in names.OUTCOMES:
-            self.call_duration.labels(policy, target, outcome)
-        for reason in names.REASONS:
-            self.denied.labels(policy, target, reason)
+        self.call_duration.labels(policy, target, "success")
         self.attempt_duration.labels(policy, target, "success", "")
         if target:
             for ref in self.shared.get(policy, ()):
@@ -139,20 +145,14 @@ class Metrics:
 
     def attach(self, policy: str, raw_target: str, subject: object) -> None:
         """Export every series ``subject`` can have, for ``policy`` and ``raw_target``."""
-        from ..._core.policy import RetryPolicy
-        from ..._protect.breaker import CircuitBreaker
-        from ..._protect.budget import RetryBudget
-        from ..._protect.throttle import AdaptiveThrottle
-
-        if isinstance(subject, RetryPolicy):
+        kind = kind_of(subject)
+        if kind == "policy":
             self.policy(subject)
             return
-        if isinstance(subject, CircuitBreaker):
-            # A circuit is its own label: the target plays no part.
-            self.circuit_of(subject)
+        if kind is None:
             return
-        if not isinstance(subject, (RetryBudget, AdaptiveThrottle)):
-            return
+        if kind == "breaker":
+            self.circuit_of(subject)  # a circuit is its own label: the target plays no part
         if not raw_target:
             with self.lock:
                 refs = self.shared.setdefault(policy, [])
@@ -168,24 +168,48 @@ class Metrics:
             self.wire(policy, target, subject)
 
     def wire(self, policy: str, target: str, subject: object) -> None:
-        """Make the live gauges of a budget or throttle read ``subject`` for (policy, target)."""
-        from ..._protect.budget import RetryBudget
-
+        """Export what a breaker, budget or throttle gives (policy, target): its denial reason
+        at 0, a breaker's `names.CIRCUIT_INFO`, and the live gauges of a budget or throttle read
+        from ``subject``."""
+        kind = kind_of(subject)
         key = (policy, target, id(subject))
         with self.lock:
-            if key in self.wired:
+            if key in self.wired or kind not in _DENIAL_OF:
                 return
             self.wired.add(key)
-        specs = (
-            (names.RETRY_BUDGET_AVAILABLE, names.RETRY_BUDGET_CAPACITY)
-            if isinstance(subject, RetryBudget)
-            else (names.THROTTLE_REJECT_PROBABILITY,)
-        )
+        reason = _DENIAL_OF[kind]
+        denied = names.RETRIES_DENIED
+        if self.place(policy, target, (denied.prometheus, reason), denied.series) != (
+            policy,
+            target,
+        ):
+            return  # its series would not fit (or the policy is past its cap)
+        self.denied.labels(policy, target, reason)
+        refusal = _REFUSAL_OF.get(kind)
+        calls = names.CALL_DURATION
+        if refusal is not None and self.place(
+            policy, target, (calls.prometheus, refusal), calls.series
+        ) == (policy, target):
+            self.call_duration.labels(policy, target, refusal)  # three series while empty
+        ref = weakref.ref(subject)
+        if kind == "breaker":
+            circuit = self.bounds.circuit_label(getattr(subject, "name", ""))
+            info = names.CIRCUIT_INFO
+            if self.place(policy, target, (info.prometheus, circuit), info.series) == (
+                policy,
+                target,
+            ):
+                gauge = self.circuit_info.labels(circuit, policy, target)
+                self.live((policy, target), ((gauge, circuit_info),), ref)
+            return
+        specs = {
+            "budget": (names.RETRY_BUDGET_AVAILABLE, names.RETRY_BUDGET_CAPACITY),
+            "throttle": (names.THROTTLE_REJECT_PROBABILITY,),
+        }.get(kind, ())
         for spec in specs:
             if self.place(policy, target, (spec.prometheus,), spec.series) != (policy, target):
                 return  # its series would not fit: the events still set the budget's tokens
-        ref = weakref.ref(subject)
-        if isinstance(subject, RetryBudget):
+        if kind == "budget":
             self.live(
                 (policy, target),
                 (
@@ -194,7 +218,7 @@ class Metrics:
                 ),
                 ref,
             )
-        else:
+        elif kind == "throttle":
             self.live(
                 (policy, target),
                 ((self.reject_probability.labels(policy, target), reject_probability),),
@@ -213,14 +237,17 @@ class Metrics:
             self.circuit_state.labels(circuit, name).set(1 if name == state else 0)
         for previous, current in names.CIRCUIT_TRANSITION_PAIRS:
             self.transitions.labels(circuit, previous, current)
-        ref = weakref.ref(breaker)
-        gauges: list[tuple[Any, Callable[[Any], float]]] = [
-            (self.failure_rate.labels(circuit), failure_rate)
-        ]
-        threshold = failure_rate_threshold(breaker)
-        if not math.isnan(threshold):
-            self.failure_rate_threshold.labels(circuit).set(threshold)
-        self.live(("", circuit), gauges, ref)
+        gauges: list[tuple[Any, Callable[[Any], float]]] = []
+        for spec, read in BREAKER_READERS:
+            reading = read_live(weakref.ref(breaker), read)
+            if math.isnan(reading):
+                continue  # NaN: its rule is off, so it has no series
+            gauge = self.breaker_gauges[spec].labels(circuit)
+            if spec in BREAKER_SETTINGS:
+                gauge.set(reading)
+            else:
+                gauges.append((gauge, read))
+        self.live(("", circuit), gauges, weakref.ref(breaker))
 
     def live(
         self,
@@ -255,8 +282,10 @@ class Metrics:
     def policy(self, policy: Any) -> None:
         """``retrymw_policy_info`` = 1 with the policy's settings; one series per policy name."""
         values = policy_info(policy)[1:]  # the name is the key
-        if not self.bounds.admit(("policy", policy.name), names.POLICY_INFO.series):
-            return  # past the series bound: a new policy's settings are not exported
+        if self.bounds.policy(policy.name) == names.OVERFLOW or not self.bounds.admit(
+            ("policy", policy.name), names.POLICY_INFO.series
+        ):
+            return  # past the policy cap or the series bound: its settings are not exported
         with self.lock:
             previous = self.policies.get(policy.name)
             if previous == values:
@@ -268,16 +297,26 @@ class Metrics:
                 self.policy_info.remove(policy.name, *previous)
         self.policy_info.labels(policy.name, *values).set(1)
 
-    def call(self, policy: str, raw_target: str, outcome: str) -> tuple[Any, Any]:
-        spec = names.CALL_ATTEMPTS  # the call duration's child is one of the pair's zeros
-        pair = self.place(policy, self.target(raw_target), (spec.prometheus, outcome), spec.series)
-        children = (
-            self.call_duration.labels(*pair, outcome),
-            self.call_attempts.labels(*pair, outcome),
-        )
+    def call(self, policy: str, raw_target: str, outcome: str) -> Any:
+        """The call duration's child for ``outcome`` (its ``_count`` counts the calls)."""
+        spec = names.CALL_DURATION
+        # A success is one of the pair's own series (`precreate`).
+        child = None if outcome == "success" else (spec.prometheus, outcome)
+        pair = self.place(policy, self.target(raw_target), child, spec.series)
+        labelled = self.call_duration.labels(*pair, outcome)
         if pair == (policy, raw_target):
-            self.call_children[policy, raw_target, outcome] = children
-        return children
+            self.call_children[policy, raw_target, outcome] = labelled
+        return labelled
+
+    def attempts_of(self, policy: str, raw_target: str, outcome: str) -> Any:
+        """The attempts-per-call child for ``outcome``: made by the first call of other than
+        one attempt (the others are the call count less its own)."""
+        spec = names.CALL_ATTEMPTS
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus, outcome), spec.series)
+        labelled = self.call_attempts.labels(*pair, outcome)
+        if pair == (policy, raw_target):
+            self.attempts_children[policy, raw_target, outcome] = labelled
+        return labelled
 
     def attempt(self, policy: str, raw_target: str, outcome: str, raw_error: str | None) -> Any:
         error_type = "" if raw_error is None else self.error_type(raw_error)
@@ -294,7 +333,7 @@ class Metrics:
     def success(self, policy: str, raw_target: str) -> tuple[Any, Any]:
         children = (
             self.attempt(policy, raw_target, "success", None),
-            self.call(policy, raw_target, "success")[0],
+            self.call(policy, raw_target, "success"),
         )
         if (policy, raw_target, "success") in self.call_children and (
             (policy, raw_target, "success", None) in self.attempt_children
@@ -319,9 +358,8 @@ class Metrics:
         return child
 
     def denied_of(self, policy: str, raw_target: str, reason: str) -> Any:
-        pair = self.place(
-            policy, self.target(raw_target), None
-        )  # every reason is one of the pair's zeros
+        spec = names.RETRIES_DENIED
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus, reason), spec.series)
         child = self.denied.labels(*pair, reason)
         if pair == (policy, raw_target):
             self.denied_children[policy, raw_target, reason] = child
