@@ -25,6 +25,7 @@ from ._core.errors import RetrymwError as RetrymwError
 from ._core.events import Attached as Attached
 from ._core.events import AttemptFinished as AttemptFinished
 from ._core.events import AttemptStarted as AttemptStarted
+from ._core.events import BodyRead as BodyRead
 from ._core.events import BreakerStateChanged as BreakerStateChanged
 from ._core.events import CallFinished as CallFinished
 from ._core.events import CallStarted as CallStarted
@@ -63,6 +64,7 @@ __all__ = [
     "AttemptFinished",
     "AttemptStarted",
     "Backoff",
+    "BodyRead",
     "BreakerStateChanged",
     "CallFinished",
     "CallStarted",

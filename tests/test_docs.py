@@ -317,6 +317,12 @@ def _spans_table() -> str:
         names.ATTR_ATTEMPT_OUTCOME,
         names.ATTR_ERROR_TYPE,
     )
+    # On the CLIENT span of the attempt whose response the call returned (issue 31).
+    body = (
+        names.ATTR_RESPONSE_BODY_STATE,
+        names.ATTR_HTTP_RESPONSE_BODY_SIZE,
+        names.ATTR_RESPONSE_TIME_TO_FIRST_BYTE,
+    )
     attempt = (names.ATTR_ATTEMPT, names.ATTR_ATTEMPT_OUTCOME, names.ATTR_ERROR_TYPE)
     # On an attempt span: the wait before it, and a retried exception.
     waited = (names.ATTR_BACKOFF_DELAY, names.ATTR_RETRY_AFTER, names.ATTR_RETRY_AFTER_HEADER)
@@ -337,13 +343,15 @@ def _spans_table() -> str:
     rows = [
         "| span or event | kind | attributes |",
         "|---|---|---|",
-        f"| `{names.SPAN_CALL}` | INTERNAL span, one per call (HTTP: only a call with more "
-        "than its one CLIENT span, i.e. retried, refused, denied a retry or moving a breaker) | "
+        f"| `{names.SPAN_CALL}` | INTERNAL span, one per call, parent of its attempts (HTTP: a "
+        "call that can make one attempt only when it has more to say than its CLIENT span: "
+        "refused, denied a retry or moving a breaker) | "
         f"{keys(call)}; at the end "
         f"{keys(call_end)} |",
         f"| the HTTP method (`GET`; `{names.SPAN_HTTP_OTHER}` for an unknown one) | CLIENT span, "
         f"one per HTTP attempt | {keys(http)}; after a wait {keys(waited)}; if it raised and "
-        f"was retried {keys(retried)} (redacted) |",
+        f"was retried {keys(retried)} (redacted); when the body of the response the call "
+        f"returned ends {keys(body)} |",
         f"| `{names.SPAN_ATTEMPT}` | INTERNAL span, one per coroutine attempt of a call that "
         f"was retried | {keys(attempt)}; after a wait {keys(waited)}; if it raised and was "
         f"retried {keys(retried)} (redacted) |",
@@ -361,8 +369,17 @@ def _spans_table() -> str:
         trace = names.ATTR_EXCEPTION_STACKTRACE
         rows.append(
             f"| `{exception}` | event for the exception that ends the call, on the last attempt's "
-            f"span (on the call span when the call made one attempt) | {keys(details)}, "
+            f"span (on the call span when the call made one attempt); a log record instead or "
+            f"as well with `OTEL_SEMCONV_EXCEPTION_SIGNAL_OPT_IN` | {keys(details)}, "
             f"`{trace}` (all redacted) |"
+        )
+        rows.append(
+            f"| `{names.EVENT_HTTP_CLIENT_REQUEST_EXCEPTION}`, `{names.EVENT_CALL_EXCEPTION}` | "
+            "WARN log record (event) for the exception that ends an HTTP call or another call, "
+            "with `OTEL_SEMCONV_EXCEPTION_SIGNAL_OPT_IN=logs` or `logs/dup`, in the context of "
+            f"the span above | {keys(details)}, `{trace}` (all redacted); HTTP: "
+            f"{keys((names.ATTR_HTTP_METHOD, names.ATTR_SERVER_ADDRESS, names.ATTR_SERVER_PORT))}"
+            f", {_code(names.ATTR_URL_SCHEME)}, {_code(names.ATTR_ERROR_TYPE)} |"
         )
     return "\n".join(rows)
 

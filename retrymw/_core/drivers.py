@@ -22,7 +22,7 @@ from .callables import (
     refuse_unawaitable,
 )
 from .clock import Clock, async_waiter, waits_disabled
-from .events import CallStarted
+from .events import BodyRead, CallStarted, Outcome
 from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .policy import RetryPolicy
 from .reports import new_event
@@ -192,9 +192,48 @@ class Engine:
         run.attempt = 1
         run.abort(error)
 
+    def plain_body_ended(
+        self,
+        dispatch: Dispatch,
+        hooks: tuple[Hook, ...],
+        body: BodyRead,
+        error: Exception | None,
+        *,
+        response: object,
+        status: int | None,
+        head_at: float,
+        started: float,
+        since: int,
+        policy: RetryPolicy,
+        operation: str,
+        target: str,
+        request: object,
+    ) -> None:
+        """The body of the response a bare first attempt returned ended (the HTTP fast path):
+        the attempt lasted until then (issue 31).
+
+        Read or closed, it is the success `report_first_success` tells ``hooks``; cut or
+        stalled (``error``), the attempt failed after all, and the call with it, reported as
+        the full path reports them (`CallRun.body_ended`) to ``dispatch``, the dispatch the
+        attempt ran under. ``head_at`` is the clock's time when the response's head came.
+        """
+        if error is None:
+            self.report_first_success(hooks, policy.name, target, started)
+            return
+        run = CallRun(
+            self, policy, operation, target, None, request, since, started, (dispatch, NO_SCOPES)
+        )
+        run.attempt = 1
+        run.result, run.status = response, status
+        outcome = Outcome(1, head_at - started, None, response, status)
+        run.pending = (outcome, False, head_at)
+        run.body_ended(body, error)
+
     # -- drivers -------------------------------------------------------------------------------
 
-    async def execute_async(
+    # One loop, like its sync twin, with a resumed call's store I/O awaited in place: split up,
+    # the steps a call takes would no longer read in order.
+    async def execute_async(  # noqa: PLR0915
         self,
         attempt: Callable[[], Awaitable[T]],
         *,
@@ -233,7 +272,12 @@ class Engine:
         )
         clock = self._clock
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
+        # A resumed call's store I/O runs in worker threads, awaited here, before the sync
+        # step that adopts it: it never blocks the event loop (`ResumableRun`).
+        resume = run.resume
         try:
+            if resume is not None:
+                await resume.load_async()
             delay = run.open(first_result, first_error)
             while delay is not None:
                 if delay > 0.0 or run.attempt:
@@ -251,8 +295,13 @@ class Engine:
                         scopes.exit()
                 if not run.guarded:
                     run.attempt += 1
-                elif not run.start_attempt():
-                    break
+                else:
+                    if resume is not None:
+                        await resume.claim_async(run)
+                    if not run.start_attempt():
+                        break
+                if adapter is not None:
+                    adapter.before_attempt(run.attempt)
                 try:
                     awaitable = attempt()
                     if type(awaitable) is not CoroutineType:
@@ -266,12 +315,20 @@ class Engine:
                     delay = run.finish_attempt(None, error)
                 else:
                     delay = run.finish_attempt(result, None)
+                if resume is not None:
+                    await resume.write_async()
         except Refused as refused:
+            if resume is not None:
+                await resume.end_async(ended=True)
             run.abort(refused.error)
             raise refused.error from None
         except BaseException as error:
+            if resume is not None:
+                await resume.end_async(ended=isinstance(error, Exception))
             run.abort(error)
             raise
+        if resume is not None:
+            await resume.end_async(ended=True)
         return run.conclude()  # type: ignore[no-any-return]
 
     def execute_sync(
@@ -321,6 +378,8 @@ class Engine:
                     run.attempt += 1
                 elif not run.start_attempt():
                     break
+                if adapter is not None:
+                    adapter.before_attempt(run.attempt)
                 try:
                     if not bounded:
                         result = attempt()

@@ -16,6 +16,8 @@ __all__ = [
     "AttemptFinished",
     "AttemptOutcome",
     "AttemptStarted",
+    "BodyRead",
+    "BodyState",
     "BreakerStateChanged",
     "CallFinished",
     "CallOutcome",
@@ -54,6 +56,10 @@ RetryReason = Literal[
     "retried_below",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
+#: How reading a response body ended: read to its ``completed`` end, ``closed`` by the caller
+#: before its end, ``cut`` by an error (the connection dropped), or ``stalled`` (no byte within
+#: the transport's stall or first-byte limit, or the call's deadline passed).
+BodyState = Literal["completed", "closed", "cut", "stalled"]
 
 #: The HTTP statuses of an explicit overload refusal: 429 Too Many Requests, 503 Service
 #: Unavailable, and Anthropic's 529 "overloaded". A failed attempt carrying one of them is
@@ -107,12 +113,29 @@ class AttemptStarted(NamedTuple):
     request: object = None
 
 
+class BodyRead(NamedTuple):
+    """How the body of the response a call returned was read (HTTP transports).
+
+    Attributes:
+        state: how reading ended (`BodyState`).
+        size: body bytes received, as sent (before any decoding).
+        time_to_first_byte: seconds from the attempt's start to the body's first byte, or
+            ``None`` when no byte came.
+    """
+
+    state: BodyState
+    size: int
+    time_to_first_byte: float | None
+
+
 class AttemptFinished(NamedTuple):
     """An attempt ended; ``attempt_outcome`` says whether another attempt follows.
 
     ``result`` is what the attempt returned (the response, for the HTTP transports), or
     ``None`` when it raised; instruments read details from it (``network.protocol.version``)
-    and must not keep it alive.
+    and must not keep it alive. The attempt that produced the response an HTTP call returns
+    ends when its body has been read or closed (issue 31), and ``body`` says how; a body cut
+    or stalled makes that attempt ``failed`` with the read's exception.
     """
 
     policy: str
@@ -125,6 +148,7 @@ class AttemptFinished(NamedTuple):
     status: int | None = None
     exception: BaseException | None = None
     result: object = None
+    body: BodyRead | None = None
 
 
 class RetryScheduled(NamedTuple):

@@ -21,7 +21,7 @@ from .events import (
 )
 from .redact import redact_text, safe_repr
 
-__all__ = ["Dispatch", "Instrument", "Scopes"]
+__all__ = ["Dispatch", "Instrument", "Scopes", "Suspendable"]
 
 logger = logging.getLogger("retrymw")
 
@@ -150,6 +150,27 @@ class _Guard:
 Hook = tuple[_Guard, Callable[..., Any]]
 
 
+class Suspendable:
+    """A scope that can be left before it ends, and taken up again to end it.
+
+    The attempt that produced the response an HTTP call returns lasts until that response's
+    body is read or closed (issue 31), but the caller's code runs meanwhile: the engine
+    suspends the call's and that attempt's scopes (`suspend`) when it returns the response
+    (what they made current must not stay current in the caller's code), resumes them
+    (`resume`) when the body ends to report it, then exits them. The OpenTelemetry
+    instrument's span scopes are such scopes (their spans end with the body); any other scope
+    is exited when the call returns.
+    """
+
+    __slots__ = ()
+
+    def suspend(self) -> None:
+        """Undo what entering made current, keep the rest (an open span) for `resume`."""
+
+    def resume(self) -> None:
+        """Make current again what `suspend` undid (maybe in another task or thread)."""
+
+
 class Scopes:
     """Context managers returned by instruments, entered together and exited in reverse."""
 
@@ -157,6 +178,30 @@ class Scopes:
 
     def __init__(self, entered: list[tuple[_Guard, Scope]]) -> None:
         self._entered = entered
+
+    def suspend(self) -> None:
+        """Leave the scopes until `resume`: `Suspendable` ones are suspended, any other is
+        exited now (it cannot outlive the caller's code taking over)."""
+        kept: list[tuple[_Guard, Scope]] = []
+        for guard, scope in reversed(self._entered):
+            try:
+                if isinstance(scope, Suspendable):
+                    scope.suspend()
+                    kept.append((guard, scope))
+                else:
+                    scope.__exit__(None, None, None)
+            except Exception:  # noqa: PERF203 - each instrument fails alone; streams only
+                guard.fail("suspend")
+        kept.reverse()
+        self._entered[:] = kept
+
+    def resume(self) -> None:
+        """Enter again the scopes `suspend` kept, in their order, before they are exited."""
+        for guard, scope in self._entered:
+            try:
+                scope.resume()  # type: ignore[attr-defined]  # only Suspendable ones are kept
+            except Exception:  # noqa: PERF203 - each instrument fails alone; streams only
+                guard.fail("resume")
 
     def exit(self, error: BaseException | None = None) -> None:
         """Exit every scope; an instrument's failure here is isolated like any other."""

@@ -13,6 +13,7 @@ from .events import (
     AttemptFinished,
     AttemptOutcome,
     AttemptStarted,
+    BodyRead,
     CallFinished,
     CallOutcome,
     CallStarted,
@@ -55,13 +56,14 @@ class ReportedCall(Protocol):
     status: int | None
     retrier: Runtime
     budget: RetryBudget | None
+    body: BodyRead | None
 
 
 #: Every event is built as a tuple of all its fields, without the NamedTuple's generated
 #: ``__new__`` (a Python frame; this saves about 0.2 µs an event, nine events a retried call).
 #: A new field must be added to every construction below (the counts are checked here).
 new_event = tuple.__new__
-assert [len(kind._fields) for kind in (CallStarted, AttemptStarted, AttemptFinished)] == [5, 6, 10]
+assert [len(kind._fields) for kind in (CallStarted, AttemptStarted, AttemptFinished)] == [5, 6, 11]
 assert [len(kind._fields) for kind in (RetryScheduled, RetryDenied, CallFinished)] == [11, 8, 10]
 
 
@@ -123,6 +125,7 @@ def attempt_finished(
                 outcome.status,
                 error,
                 run.result,
+                run.body,
             ),
         ),
     )

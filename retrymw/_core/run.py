@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import reports
-from .endings import OUTCOME_OF_REASON, ending_error, mark_final
+from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
 from .errors import CircuitOpenError, LoadShedError
 from .events import (
     OVERLOAD_STATUSES,
+    BodyRead,
     CallOutcome,
     Outcome,
     RetryReason,
@@ -46,6 +47,7 @@ class CallRun(CallState):
         "admitted",
         "attempt_scopes",
         "attempt_started_at",
+        "body",
         "breaker",
         "budget",
         "call_scopes",
@@ -54,6 +56,7 @@ class CallRun(CallState):
         "guarded",
         "operation",
         "outcome",
+        "pending",
         "policy",
         "reason",
         "request",
@@ -113,8 +116,17 @@ class CallRun(CallState):
         self.status: int | None = None
         self.outcome: CallOutcome = "success"
         self.reason: RetryReason | None = None
+        # The last attempt's report, held while the body of the response the call returns is
+        # read (`_follows_body`), and how that body was read (`body_ended`).
+        self.pending: tuple[Outcome, bool, float] | None = None
+        self.body: BodyRead | None = None
         store = retrier._store
-        self.resume = None if store is None else ResumableRun.open(store, policy, retrier._clock)
+        # Its store I/O is bounded by what the deadline leaves (`deadline_left`).
+        self.resume = (
+            None
+            if store is None
+            else ResumableRun.open(store, policy, retrier._clock, self.deadline_left)
+        )
         # Whether a retry the policy grants may yet be withheld (`_withheld`).
         self.withholds = retrier._gates_retries or self.resume is not None
         # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
@@ -160,7 +172,8 @@ class CallRun(CallState):
             # Claimed first: an attempt a breaker then refuses ends the call, record and all.
             number = self.resume.claim(self)
             if number is None or number > self.policy.attempts:
-                # Other processes used the last attempts, or ended the call.
+                # Other processes took the last attempts, or ended the call (or, the store
+                # failing, this process's own count is used up).
                 self._exhausted("max_attempts")
                 return False
             self.attempt = number - 1
@@ -260,8 +273,22 @@ class CallRun(CallState):
             self.reason = reason
             self.outcome = OUTCOME_OF_REASON[reason]
         if self.dispatch.reports_attempts or self.attempt_scopes is not NO_SCOPES:
-            self._report_attempt(outcome, now, matched, delay)
+            if (
+                delay is None
+                and error is None
+                and adapter is not None
+                and self._follows_body(result)
+            ):
+                # The attempt lasts until the returned response's body ends (issue 31).
+                self.pending = (outcome, matched, now)
+            else:
+                self._report_attempt(outcome, now, matched, delay)
         return delay
+
+    def _follows_body(self, result: object) -> bool:
+        """Whether the front door reports the end of ``result``'s body to `body_ended`."""
+        follow = getattr(self.adapter, "follow_body", None)  # optional: `BodyFollower`
+        return follow is not None and bool(follow(result, self.body_ended))
 
     def _report_attempt(
         self, outcome: Outcome, now: float, matched: bool, delay: float | None
@@ -295,7 +322,12 @@ class CallRun(CallState):
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
         hooks = self.dispatch.call_finished
-        if hooks or self.call_scopes is not NO_SCOPES:
+        if self.pending is not None:
+            # Reported when the body ends (`body_ended`); what the scopes made current must not
+            # stay current in the caller's code meanwhile.
+            self.attempt_scopes.suspend()
+            self.call_scopes.suspend()
+        elif hooks or self.call_scopes is not NO_SCOPES:
             clock = self.retrier._clock
             reported_from = clock.now()
             if hooks:
@@ -331,6 +363,37 @@ class CallRun(CallState):
             return policy.fallback(last)
         raise error
 
+    def body_ended(self, body: BodyRead, error: Exception | None) -> None:
+        """The returned response's body was read or closed: report its attempt and the call.
+
+        Called once by the body (`BodyFollower.follow_body`), in whatever task or thread read
+        it, never raising (instruments are guarded). A body cut or stalled (``error``) makes
+        the attempt ``failed`` and a successful call a ``failure``: the caller saw the error.
+        """
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        outcome, matched, head_at = pending
+        now = self.retrier._clock.now()
+        first = body.time_to_first_byte
+        # The body's first byte came ``first`` seconds after the head, which came when the
+        # attempt's outcome was decided.
+        self.body = body._replace(
+            time_to_first_byte=None if first is None else head_at - self.attempt_started_at + first
+        )
+        if error is not None:
+            outcome = outcome._replace(exception=error)
+            self.error = error
+            if self.outcome == "success":
+                self.outcome = "failure"
+        self.call_scopes.resume()
+        self.attempt_scopes.resume()
+        self._report_attempt(outcome, now, matched, None)
+        hooks = self.dispatch.call_finished
+        if hooks:
+            reports.call_finished(self, hooks, error)
+        self.call_scopes.exit()
+
     def abort(self, error: BaseException) -> None:
         """The call ends by an error outside the attempts: close everything; the caller re-raises.
 
@@ -348,6 +411,10 @@ class CallRun(CallState):
         if self.retry_admitted and self.throttle is not None:  # cancelled during the wait
             self.retry_admitted = False
             self.throttle.release()
+        if self.pending is not None:  # the call ends before it returns the response
+            outcome, matched, now = self.pending
+            self.pending = None
+            self._report_attempt(outcome, now, matched, None)
         self.attempt_scopes.exit(error)
         self.sleep_scopes.exit(error)
         self.outcome = "failure" if isinstance(error, Exception) else "cancelled"
@@ -417,8 +484,11 @@ class CallRun(CallState):
         if not ran_here or (self.adapter is not None and self.result is not None):
             # Before any attempt, or after the last result was already disposed of (a closed
             # response must not be returned): the call fails fast with the refusal itself.
+            # Only a call that made no attempt here is refused (DESIGN §15); one that did keeps
+            # the outcome its attempts got (`_deny`).
             self.result = None
-            self.outcome = OUTCOME_OF_REASON[reason]
+            if not ran_here:
+                self.outcome = OUTCOME_OF_REFUSAL[reason]
             self.error = error
             self.reason = reason
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .._protect.breaker import CircuitBreaker
@@ -16,9 +17,13 @@ if TYPE_CHECKING:
 
     from ..stores import Store
     from .clock import Clock
-    from .events import Outcome
+    from .events import BodyRead, Outcome
 
-__all__ = ["AttemptAdapter", "Runtime", "for_target"]
+__all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "Runtime", "for_target"]
+
+#: Told once how the body of the returned result was read, and the exception that cut or
+#: stalled it, if any (`BodyFollower.follow_body`).
+BodyEnding = Callable[["BodyRead", "Exception | None"], None]
 
 
 K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle)
@@ -48,6 +53,10 @@ class Runtime(Protocol):
 class AttemptAdapter(Protocol):
     """How a front door (the httpx transport) refines outcomes and disposes of results."""
 
+    def before_attempt(self, attempt: int) -> None:
+        """Attempt number ``attempt`` starts now (a resumed call counts other processes' too)."""
+        ...
+
     def outcome(
         self, attempt: int, elapsed: float, result: object, error: Exception | None
     ) -> Outcome:
@@ -70,4 +79,17 @@ class AttemptAdapter(Protocol):
     def returned(self, result: object, deadline_left: float | None) -> object:
         """What the call returns for ``result``, the outcome it ends with: the result itself,
         or one whose remaining work (a response's body) ends by the deadline."""
+        ...
+
+
+class BodyFollower(Protocol):
+    """An `AttemptAdapter` whose results have bodies read after the call returns (issue 31).
+
+    Optional: the engine looks for ``follow_body`` on the adapter (the HTTP transports have
+    it), and reports the last attempt and the call when the returned result's body ends.
+    """
+
+    def follow_body(self, result: object, ending: BodyEnding) -> bool:
+        """Whether ``result``, which the call will return, has a body still to be read; if so,
+        ``ending`` is called once when it has been read or closed (`returned` arranges it)."""
         ...

@@ -30,10 +30,11 @@ from .._core.instruments import NO_SCOPES, Dispatch
 from .._core.layers import LAST_MARK, copy_mark
 from .._core.policy import RetryPolicy
 from .._core.retrier import _NOT_GIVEN
+from .._core.runtime import BodyEnding
 from .._protect.targets import PerTarget
 from .flavour import Flavour
 from .limits import cap_phase_timeouts
-from .responses import bound_body, drain_async, drain_sync
+from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
 from .semantics import RETRY_COUNT_HEADER, HttpExchange, format_target
 
 if TYPE_CHECKING:
@@ -112,13 +113,17 @@ class HttpCall(HttpExchange):
             server, or ``None`` to send none (`retrymw.server` reads it).
         sdk_count: the number the attempts' `RETRY_COUNT_HEADER` counts from, or ``None`` to
             leave the header as it is (absent, or not a count).
+        limits: the transport's limits on reading the returned response's body.
     """
 
     __slots__ = (
         "_attempt_header",
         "_counted",
+        "_ending",
+        "_number",
         "_sent",
         "flavour",
+        "limits",
         "policy",
         "request",
         "retrier",
@@ -134,6 +139,7 @@ class HttpCall(HttpExchange):
         attempt_header: str | None = None,
         *,
         sdk_count: int | None,
+        limits: BodyLimits = NO_LIMITS,
     ) -> None:
         clock = retrier.clock
         super().__init__(
@@ -151,6 +157,16 @@ class HttpCall(HttpExchange):
         self._counted = sdk_count is not None
         self._sent = sdk_count or 0
         self._attempt_header = attempt_header
+        # The attempt the engine runs next (`before_attempt`); a bare first attempt is 1.
+        self._number = 1
+        self.limits = limits
+        # Told how the returned response's body was read (`follow_body`).
+        self._ending: BodyEnding | None = None
+
+    def before_attempt(self, attempt: int) -> None:
+        """The engine's number for the attempt about to be sent, which the attempt header
+        carries: after a resume it counts the earlier processes' attempts too."""
+        self._number = attempt
 
     def sender(self, send: Callable[[Any], T]) -> Callable[[], T]:
         """One attempt: ``send(request)``, the SDK's retry count first set to the real one, and
@@ -158,14 +174,11 @@ class HttpCall(HttpExchange):
         header = self._attempt_header
         if not self._counted and header is None:
             return functools.partial(send, self.request)
-        number = 0
 
         def attempt() -> T:
-            nonlocal number
-            number += 1
             headers = self.request.headers
             if header is not None:
-                headers[header] = str(number)
+                headers[header] = str(self._number)
             if self._counted:
                 headers[RETRY_COUNT_HEADER] = str(self._sent)
                 self._sent += 1
@@ -232,9 +245,78 @@ class HttpCall(HttpExchange):
         """Sync twin of `discard` (`drain_sync`)."""
         drain_sync(result, delay, deadline_left)
 
+    def follow_body(self, result: object, ending: BodyEnding) -> bool:
+        """Whether ``result``, the response the call will return, has a body still to be read;
+        if so, ``ending`` is told how it was read (`returned` puts it in its `WatchedBody`)."""
+        if not body_open(result, self.flavour.module):
+            return False
+        self._ending = ending
+        return True
+
     def returned(self, result: Any, deadline_left: float | None) -> Any:
-        """The response the call returns, its body bounded by the deadline (`bound_body`)."""
-        return bound_body(result, deadline_left, self.flavour.module, self.request)
+        """The response the call returns, its body bounded by the deadline and the transport's
+        limits, and watched to its end if the engine follows it (`watch_body`)."""
+        ending, self._ending = self._ending, None
+        return watch_body(
+            result,
+            deadline_left=deadline_left,
+            limits=self.limits,
+            flavour=self.flavour.module,
+            request=self.request,
+            ending=ending,
+        )
+
+    def returned_plain(
+        self,
+        response: Any,
+        dispatch: Dispatch,
+        hooks: tuple[Any, ...],
+        started: float | None,
+        since: int,
+    ) -> Any:
+        """The response a bare first attempt settled the call with (the fast path).
+
+        With ``hooks`` to tell (metrics-only instruments, `Retrier.plain_first_attempt`), the
+        attempt lasts until the body has been read or closed, as on the full path (issue 31):
+        its success is reported then (`Engine.plain_body_ended`), or its failure if the body
+        was cut or stalled. Without, only the transport's limits, if any, watch the body.
+        """
+        if started is None or not body_open(response, self.flavour.module):
+            if started is not None:
+                self.report_success(hooks, started)
+            if self.limits is NO_LIMITS:  # the common case: nothing watches the body
+                return response
+            return watch_body(
+                response,
+                deadline_left=None,
+                limits=self.limits,
+                flavour=self.flavour.module,
+                request=self.request,
+                ending=None,
+            )
+        retrier = self.retrier
+        ending = functools.partial(
+            retrier.plain_body_ended,
+            dispatch,
+            hooks,
+            response=response,
+            status=response.status_code,
+            head_at=retrier.clock.now(),
+            started=started,
+            since=since,
+            policy=self.policy,
+            operation=self.request.method,
+            target=self.target,
+            request=self.request,
+        )
+        return watch_body(
+            response,
+            deadline_left=None,
+            limits=self.limits,
+            flavour=self.flavour.module,
+            request=self.request,
+            ending=ending,
+        )
 
     async def abandon(self) -> None:
         """Close the latest response: the call ends in an error and will not return it.
@@ -323,9 +405,7 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
             raise
         else:
             if call.settle(response):
-                if started is not None:
-                    call.report_success(plain, started)
-                return response
+                return call.returned_plain(response, dispatch, plain, started, since)
             first_result = response
     resumed = call.retrier.execute_async(
         attempt, **call.engine_arguments(first_error, first_result, since, started, plain, dispatch)
@@ -371,9 +451,7 @@ def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
             raise
         else:
             if call.settle(response):
-                if started is not None:
-                    call.report_success(plain, started)
-                return response
+                return call.returned_plain(response, dispatch, plain, started, since)
             first_result = response
     extensions = request.extensions
     attempt = cap_phase_timeouts(single, request)

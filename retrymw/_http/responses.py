@@ -7,9 +7,12 @@ to its end whenever it can be: httpcore never resets a stream closed early, so t
 then stays unacknowledged and shrinks the window that every request on the shared connection
 flows through, until the whole connection stalls (encode/httpcore#943).
 
-The response a call returns keeps the call's deadline (`DeadlineBody`): reading its body past
-the deadline raises the flavour's ``ReadTimeout``, so a body that trickles or stalls cannot hold
-a call with a one-second deadline for minutes.
+The response a call returns goes through one body wrapper, `WatchedBody`, when anything needs
+it. It keeps the call's deadline: reading its body past the deadline raises the flavour's
+``ReadTimeout``, so a body that trickles or stalls cannot hold a call with a one-second deadline
+for minutes. It keeps the transport's `BodyLimits` (no byte for too long: ``ReadTimeout``). And
+it tells the engine how the body was read (`BodyRead`: completed, closed, cut or stalled, its
+size and first byte): the attempt that produced the response lasts until then (issue 31).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
 import anyio
 
+from .._core.events import BodyRead, BodyState
+from .._core.runtime import BodyEnding
 from .._core.time_limits import within
 from .semantics import content_length
 
@@ -31,7 +37,9 @@ __all__ = [
     "DRAIN_GRACE",
     "DRAIN_LIMIT",
     "DRAIN_TIMEOUT",
-    "bound_body",
+    "BodyLimits",
+    "WatchedBody",
+    "watch_body",
     "drain_async",
     "drain_limit",
     "drain_sync",
@@ -111,95 +119,213 @@ def drain_sync(response: Any, delay: float, deadline_left: float | None) -> None
         response.close()
 
 
-class DeadlineBody:
-    """A response body that ends by the call's deadline.
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    """A transport's limits on reading the body of the response a call returns.
 
-    A read that would end past it raises the flavour's ``ReadTimeout`` (and the response is
-    closed). On HTTP/1.1 a read waiting for data is cut at the deadline; on HTTP/2 the time is
-    checked between chunks only, since cancelling a read there can lose what the connection
-    was sending for other requests: a body that stalls there is bounded by the client's own
-    read timeout.
+    Attributes:
+        stall: most seconds between two chunks of the body (``None``: no limit).
+        first_byte: most seconds from the response's head to the body's first byte
+            (``None``: the ``stall`` limit, if any).
+    """
+
+    stall: float | None = None
+    first_byte: float | None = None
+
+
+NO_LIMITS: Final = BodyLimits()
+
+
+class WatchedBody:
+    """The body of the response a call returns: bounded in time, and watched to its end.
+
+    A read that would end past the call's deadline (``ends_at``, monotonic), or wait for a
+    chunk longer than the `BodyLimits` allow, raises the flavour's ``ReadTimeout`` (and the
+    response is closed). On HTTP/1.1 a read waiting for data is cut at its limit; on HTTP/2 the
+    time is checked between chunks only, since cancelling a read there can lose what the
+    connection was sending for other requests: a body that stalls there is bounded by the
+    client's own read timeout.
+
+    ``ending``, if given, is told once how the body was read (`BodyRead`): to its end
+    (``completed``), closed or dropped by the caller before it (``closed``), cut by an error
+    (``cut``) or by a limit (``stalled``), with that error. The first byte's delay it reports
+    is counted from the response's head (the wrapper's creation).
 
     A flavour's client checks that a response's stream is one of its own stream classes, so
     each flavour gets a subclass that is (`_body_for`).
     """
 
     def __init__(
-        self, stream: Any, ends_at: float, *, cut_reads: bool, flavour: ModuleType, request: Any
+        self,
+        stream: Any,
+        *,
+        ends_at: float | None,
+        limits: BodyLimits,
+        cut_reads: bool,
+        flavour: ModuleType,
+        request: Any,
+        ending: BodyEnding | None,
     ) -> None:
         self._stream = stream
         self._ends_at = ends_at
+        self._limits = limits
         self._cut_reads = cut_reads
         self._flavour = flavour
         self._request = request
+        self._ending = ending
+        self._head_at = time.monotonic()
+        self._last_at = self._head_at
+        self._first: float | None = None
+        self._size = 0
+
+    def _wait(self) -> float:
+        """How long the next chunk may take; the flavour's ``ReadTimeout`` if no time is left."""
+        now = time.monotonic()
+        limits = self._limits
+        wait = math.inf
+        limit = limits.first_byte if self._first is None else None
+        if limit is None:
+            limit = limits.stall
+        if limit is not None:
+            wait = limit - (now - self._last_at)
+        if self._ends_at is not None:
+            wait = min(wait, self._ends_at - now)
+        if wait <= 0.0:
+            raise self._timeout()
+        return wait
 
     def _timeout(self) -> Exception:
-        error: Exception = self._flavour.ReadTimeout(
-            "retrymw: the call's deadline passed while its response body was read",
-            request=self._request,
-        )
+        if self._ends_at is not None and time.monotonic() >= self._ends_at:
+            text = "the call's deadline passed while its response body was read"
+        elif self._first is None and self._limits.first_byte is not None:
+            text = f"no first byte of the response body within {self._limits.first_byte:g} s"
+        else:
+            text = f"the response body stalled for more than {self._limits.stall:g} s"
+        error: Exception = self._flavour.ReadTimeout(f"retrymw: {text}", request=self._request)
         return error
+
+    def _got(self, chunk: bytes) -> None:
+        now = time.monotonic()
+        if self._first is None:
+            self._first = now - self._head_at
+        self._last_at = now
+        self._size += len(chunk)
+
+    def _end(self, state: BodyState, error: Exception | None = None) -> None:
+        """Tell ``ending``, once, how the body was read (never raises)."""
+        ending, self._ending = self._ending, None
+        if ending is None:
+            return
+        try:
+            ending(BodyRead(state, self._size, self._first), error)
+        except Exception:  # pragma: no cover - the engine's reports are guarded already
+            logger.debug("could not report the end of a response body", exc_info=True)
+
+    def _failed(self, error: BaseException) -> None:
+        if isinstance(error, Exception):
+            stalled = isinstance(error, self._flavour.ReadTimeout)
+            self._end("stalled" if stalled else "cut", error)
+        else:  # cancelled while reading: the caller stopped, nothing failed
+            self._end("closed")
+
+    async def _next_async(self, chunks: AsyncIterator[bytes]) -> bytes | None:
+        """The next chunk within its time limit; ``None`` at the end."""
+        wait = self._wait()
+        try:
+            with anyio.move_on_after(wait if self._cut_reads else math.inf) as scope:
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        if scope.cancelled_caught:
+            raise self._timeout()
+        self._got(chunk)
+        return chunk
+
+    def _next_sync(self, chunks: Iterator[bytes]) -> bytes | None:
+        """Sync twin of `_next_async`."""
+        wait = self._wait()
+        with within(wait if self._cut_reads and wait != math.inf else None):
+            chunk = next(chunks, None)
+        if chunk is not None:
+            self._got(chunk)
+        return chunk
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._stream.__aiter__()
-        while True:
-            left = self._ends_at - time.monotonic()
-            if left <= 0.0:
-                raise self._timeout()
-            try:
-                with anyio.move_on_after(left if self._cut_reads else math.inf) as scope:
-                    chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return
-            if scope.cancelled_caught:
-                raise self._timeout()
-            yield chunk
+        try:
+            while (chunk := await self._next_async(chunks)) is not None:
+                yield chunk
+        except BaseException as error:
+            if not isinstance(error, GeneratorExit):  # the caller stopped: `aclose` tells
+                self._failed(error)
+            raise
+        self._end("completed")
 
     def __iter__(self) -> Iterator[bytes]:
         chunks = iter(self._stream)
-        while True:
-            left = self._ends_at - time.monotonic()
-            if left <= 0.0:
-                raise self._timeout()
-            with within(left if self._cut_reads else None):
-                chunk = next(chunks, None)
-            if chunk is None:
-                return
-            yield chunk
+        try:
+            while (chunk := self._next_sync(chunks)) is not None:
+                yield chunk
+        except BaseException as error:
+            if not isinstance(error, GeneratorExit):
+                self._failed(error)
+            raise
+        self._end("completed")
 
     async def aclose(self) -> None:
+        self._end("closed")
         await self._stream.aclose()
 
     def close(self) -> None:
+        self._end("closed")
         self._stream.close()
+
+    def __del__(self) -> None:
+        # Dropped without being read to its end or closed: the attempt ends now.
+        self._end("closed")
 
 
 @functools.cache
-def _body_for(flavour: ModuleType) -> type[DeadlineBody]:
-    return type("DeadlineBody", (DeadlineBody, flavour.SyncByteStream, flavour.AsyncByteStream), {})
+def _body_for(flavour: ModuleType) -> type[WatchedBody]:
+    return type("WatchedBody", (WatchedBody, flavour.SyncByteStream, flavour.AsyncByteStream), {})
 
 
-def bound_body(
-    response: Any, deadline_left: float | None, flavour: ModuleType, request: Any
+def watch_body(
+    response: Any,
+    *,
+    deadline_left: float | None,
+    limits: BodyLimits,
+    flavour: ModuleType,
+    request: Any,
+    ending: BodyEnding | None,
 ) -> Any:
-    """Make reading the body of ``response`` (to ``request``) end by the deadline
-    ``deadline_left`` s from now.
+    """Put ``response``'s body (the response to ``request`` a call returns) in a `WatchedBody`
+    when something needs it: a deadline ``deadline_left`` s from now, ``limits``, or
+    ``ending``, told how the body was read.
 
-    Anything but a response of the flavour without a deadline, or whose body is already read,
-    is returned as it is.
+    Anything but a response of the flavour, or one whose body is already read or closed, is
+    returned as it is (``ending`` is then never called: see `body_open`).
     """
-    if (
-        deadline_left is None
-        or not isinstance(response, flavour.Response)
-        or response.is_stream_consumed
-        or response.is_closed
+    if (deadline_left is None and limits == NO_LIMITS and ending is None) or not body_open(
+        response, flavour
     ):
         return response
     response.stream = _body_for(flavour)(
         response.stream,
-        time.monotonic() + max(deadline_left, 0.0),
+        ends_at=None if deadline_left is None else time.monotonic() + max(deadline_left, 0.0),
+        limits=limits,
         cut_reads=not multiplexed(response),
         flavour=flavour,
         request=request,
+        ending=ending,
     )
     return response
+
+
+def body_open(response: Any, flavour: ModuleType) -> bool:
+    """Whether ``response`` is a response of the flavour whose body is still to be read."""
+    return (
+        isinstance(response, flavour.Response)
+        and not response.is_stream_consumed
+        and not response.is_closed
+    )

@@ -10,6 +10,7 @@ drive.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -25,6 +26,7 @@ from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
 from .limits import bound_transport
+from .responses import NO_LIMITS, BodyLimits
 from .sdk import SdkAttempt, SdkAttempts
 from .semantics import (
     HELPER_EXTENSION,
@@ -134,9 +136,15 @@ class TransportCore:
         return policy, count
 
     def call(
-        self, request: Any, policy: RetryPolicy, count: SdkAttempt | None, replayable: bool
+        self,
+        request: Any,
+        policy: RetryPolicy,
+        count: SdkAttempt | None,
+        replayable: bool,
+        limits: BodyLimits = NO_LIMITS,
     ) -> HttpCall:
-        """The `HttpCall` of a prepared ``request`` (`prepare`) whose body is buffered."""
+        """The `HttpCall` of a prepared ``request`` (`prepare`) whose body is buffered;
+        ``limits`` bound the reading of the body of the response it returns."""
         return HttpCall(
             self.retrier,
             request,
@@ -145,6 +153,7 @@ class TransportCore:
             self.flavour,
             self.attempt_header,
             sdk_count=None if count is None else count.start,
+            limits=limits,
         )
 
     def describe(self, kind: str, transport: object) -> str:
@@ -153,6 +162,20 @@ class TransportCore:
 
 
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _check_body_limit(field: str, value: object) -> float | None:
+    """``value`` as a body limit in seconds (a positive number), or ``None``; refuse the rest."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(field, value, "must be a positive number of seconds or None", "30.0")
+    return float(value)
 
 
 def _check_attempt_header(name: object) -> str | None:
@@ -176,6 +199,46 @@ class _Shell:
 
     _core: TransportCore
     _transport: Any
+    # The transport's `BodyLimits`, rebuilt when one of its two settings changes.
+    _body_limits: BodyLimits = NO_LIMITS
+
+    @property
+    def stall_timeout(self) -> float | None:
+        """Most seconds the body of a returned response may go without a byte (issue 31).
+
+        Past it, reading the body raises the library's ``ReadTimeout``, and the attempt that
+        produced the response is a failed one (its body ``stalled``). ``None`` (the default):
+        no limit but the client's own read timeout and the policy's deadline.
+
+        .. versionadded:: 0.4
+        """
+        return self._body_limits.stall
+
+    @stall_timeout.setter
+    def stall_timeout(self, value: float | None) -> None:
+        self._set_body_limits(
+            _check_body_limit("stall_timeout", value), self._body_limits.first_byte
+        )
+
+    @property
+    def first_byte_timeout(self) -> float | None:
+        """Most seconds from a returned response's head to its body's first byte (issue 31);
+        ``None`` (the default): `stall_timeout` bounds that wait too.
+
+        .. versionadded:: 0.4
+        """
+        return self._body_limits.first_byte
+
+    @first_byte_timeout.setter
+    def first_byte_timeout(self, value: float | None) -> None:
+        self._set_body_limits(
+            self._body_limits.stall, _check_body_limit("first_byte_timeout", value)
+        )
+
+    def _set_body_limits(self, stall: float | None, first_byte: float | None) -> None:
+        # `NO_LIMITS` itself when both are off: a request then checks it by identity.
+        limits = BodyLimits(stall, first_byte)
+        self._body_limits = NO_LIMITS if limits == NO_LIMITS else limits
 
     def _setup(self, transport: Any, asynchronous: bool, **settings: Any) -> None:
         flavour = self._flavour
@@ -204,7 +267,7 @@ class AsyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
-        call = core.call(request, policy, count, replayable)
+        call = core.call(request, policy, count, replayable, self._body_limits)
         if count is None:
             return await self._drive(call)
         try:
@@ -253,7 +316,7 @@ class SyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
-        call = core.call(request, policy, count, replayable)
+        call = core.call(request, policy, count, replayable, self._body_limits)
         if count is None:
             return self._drive(call)
         try:

@@ -60,12 +60,31 @@ from ._vocab import (
 
 # -- metrics --------------------------------------------------------------------------------------
 
-#: Whole calls, backoff included: HTTP buckets extended to two minutes.
-CALL_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+#: Whole calls, backoff included: HTTP buckets extended to a minute (a policy's deadline is 30 s
+#: by default). Edges at 1, 1.5, 2 and 2.5 s (issue 31): a call of one failed attempt, a
+#: one-second wait and a retry is 1-2 s, and with one bucket from 1 to 2.5 s its p95 read
+#: 1.87 s against 1.09 s.
+CALL_DURATION_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    1.5,
+    2,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+)
 #: Attempts per call (DESIGN §6; cf. Failsafe and gRPC A96).
 CALL_ATTEMPTS_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
 #: One attempt: the semconv ``http.client.request.duration`` advice (= prometheus_client's
-#: default buckets).
+#: default buckets) with edges at 1.5 and 2 s added, as for calls.
 ATTEMPT_DURATION_BUCKETS = (
     0.005,
     0.01,
@@ -77,13 +96,34 @@ ATTEMPT_DURATION_BUCKETS = (
     0.5,
     0.75,
     1,
+    1.5,
+    2,
     2.5,
     5,
     7.5,
     10,
 )
-#: One backoff sleep, from jittered milliseconds to the usual 30-60 s caps.
-BACKOFF_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+#: One backoff sleep, from jittered milliseconds to the usual 30-60 s caps; the server hints of
+#: whole seconds (``Retry-After: 1``, ``2``) end a bucket of their own (0.75-1, 1.5-2 s).
+BACKOFF_DURATION_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1,
+    1.5,
+    2,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+)
 
 _CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
 
@@ -263,6 +303,31 @@ CIRCUIT_FAILURE_RATE_THRESHOLD = MetricSpec(
     "The failure rate that opens the circuit (absent when the rate rule is off).",
     multiprocess_mode="livemax",
 )
+# The consecutive-failure rule, beside the rate rule above: which rule tripped a circuit (issue
+# 31: a consecutive trip read as a failure rate of 20% against 80% while it held the circuit
+# open). Neither the count nor the window moves while the circuit is open, so the rule at 1 is
+# the one that opened it. A share of its threshold, like the rate next to its own, in one series.
+CIRCUIT_CONSECUTIVE_FAILURE_RATIO = MetricSpec(
+    "retrymw_circuit_consecutive_failure_ratio",
+    "retrymw.circuit.consecutive_failure_ratio",
+    "gauge",
+    "{ratio}",
+    (LABEL_CIRCUIT,),
+    "Failed attempts in a row over the consecutive-failure threshold (1 = that rule trips the "
+    "circuit; kept while open; absent when that rule is off).",
+    multiprocess_mode="livemax",
+)
+# The circuit that governs a policy's calls to a target: the join that lets the dashboards'
+# $policy and $target filters select circuits, whose own series carry the circuit alone.
+CIRCUIT_INFO = MetricSpec(
+    "retrymw_circuit_info",
+    "retrymw.circuit.info",
+    "gauge",
+    "{circuit}",
+    (LABEL_CIRCUIT, LABEL_POLICY, LABEL_TARGET),
+    "Always 1: the circuit breaker that governs the calls of a policy to a target.",
+    multiprocess_mode="livemax",
+)
 POLICY_INFO = MetricSpec(
     "retrymw_policy_info",
     "retrymw.policy.info",
@@ -286,6 +351,8 @@ LIVE_GAUGES: tuple[MetricSpec, ...] = (
     THROTTLE_REJECT_PROBABILITY,
     CIRCUIT_FAILURE_RATE,
     CIRCUIT_FAILURE_RATE_THRESHOLD,
+    CIRCUIT_CONSECUTIVE_FAILURE_RATIO,
+    CIRCUIT_INFO,
     POLICY_INFO,
 )
 
@@ -373,3 +440,28 @@ CIRCUIT_TRANSITION_PAIRS: tuple[tuple[CircuitState, CircuitState], ...] = (
 
 #: The OTel HTTP client semantic-convention metric, recorded per attempt on the HTTP path.
 HTTP_CLIENT_REQUEST_DURATION = "http.client.request.duration"
+#: The OTel HTTP client semantic-convention metric of response body sizes (bytes, ``By``),
+#: recorded on the HTTP path for the attempt whose response a call returned, once its body
+#: has been read or closed (issue 31).
+HTTP_CLIENT_RESPONSE_BODY_SIZE = "http.client.response.body.size"
+#: OpenTelemetry path, beside the semconv HTTP metrics: seconds from the start of the attempt
+#: whose response a call returned to the first byte of its body (issue 31).
+RESPONSE_TIME_TO_FIRST_BYTE = "retrymw.response.time_to_first_byte"
+
+# Spans (issue 31): how the body of the response a call returned was read, on the CLIENT span
+# of the attempt that produced it, which lasts until then.
+#: ``completed``, ``closed`` (by the caller, before its end), ``cut`` or ``stalled``.
+ATTR_RESPONSE_BODY_STATE = "retrymw.response.body.state"
+#: Seconds from the start of the attempt to the body's first byte (absent when none came).
+ATTR_RESPONSE_TIME_TO_FIRST_BYTE = "retrymw.response.time_to_first_byte"
+#: Body bytes received (semconv, as sent on the wire).
+ATTR_HTTP_RESPONSE_BODY_SIZE = "http.response.body.size"
+#: The values of `ATTR_RESPONSE_BODY_STATE`.
+BODY_STATES = ("completed", "closed", "cut", "stalled")
+
+# Exceptions as logs (OTEL_SEMCONV_EXCEPTION_SIGNAL_OPT_IN=logs or logs/dup): one WARN log
+# record for a call that ends with an exception after its retries.
+#: Semconv (Development) event name, for an HTTP call.
+EVENT_HTTP_CLIENT_REQUEST_EXCEPTION = "http.client.request.exception"
+#: The same for a coroutine or function call.
+EVENT_CALL_EXCEPTION = "retrymw.call.exception"

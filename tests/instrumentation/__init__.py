@@ -70,6 +70,9 @@ class Hinting:
         self.veto = veto
         self.retry_after = retry_after
 
+    def before_attempt(self, attempt: int) -> None:
+        return None
+
     def outcome(
         self, attempt: int, elapsed: float, result: object, error: Exception | None
     ) -> Outcome:

@@ -254,8 +254,9 @@ async def test_one_attempt_that_fails_is_recorded_on_the_call_span(
 
 
 async def test_http_keeps_a_client_span_per_attempt(spans: Spans, clock: FakeClock) -> None:
-    """HTTP 200: the semantic-convention CLIENT span alone; 503, 200: two of them and the call
-    span, which holds the backoff."""
+    """HTTP 200: the semantic-convention CLIENT span and the call span, opened before it so that
+    it would parent a retry (issue 31: one trace per call); 503, 200: two CLIENT spans and the
+    call span, which holds the backoff."""
     statuses = [200, 503, 200]
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -272,7 +273,7 @@ async def test_http_keeps_a_client_span_per_attempt(spans: Spans, clock: FakeClo
         first = [(span.name, span.kind) for span in spans.finished()]
         spans.exporter.clear()
         assert (await client.get("http://api.test/b")).status_code == 200
-    assert first == [("GET", SpanKind.CLIENT)]
+    assert first == [("GET", SpanKind.CLIENT), ("retrymw GET", SpanKind.INTERNAL)]
     finished = spans.finished()
     assert [(span.name, span.kind) for span in finished] == [
         ("GET", SpanKind.CLIENT),
@@ -422,12 +423,18 @@ async def test_prometheus_records_exactly_these_observations(
 
 _TRIMMED = {"retrymw.call.duration", "retrymw.call.attempts", "retrymw.attempt.duration"}
 _BUDGET = "retrymw.retry_budget.available"
+_DENIED = "retrymw.retries.denied"
 
 #: The OTel instruments each case records into, and how many calls and attempts they count.
 _OTEL_RECORDS: dict[str, tuple[set[str], int, int]] = {
-    # One attempt: no retrymw.call.attempts record (the call's count says it).
-    "success at once": ({"retrymw.call.duration", "retrymw.attempt.duration", _BUDGET}, 1, 1),
-    "retried success": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration"}, 1, 3),
+    # One attempt: no retrymw.call.attempts record (the call's count says it). The target's
+    # first call also records its budget's denial reason at 0 (issue 31: from creation).
+    "success at once": (
+        {"retrymw.call.duration", "retrymw.attempt.duration", _BUDGET, _DENIED},
+        1,
+        1,
+    ),
+    "retried success": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration", _DENIED}, 1, 3),
     "exhausted": ({*_TRIMMED, _BUDGET, "retrymw.backoff.duration", "retrymw.retries.denied"}, 1, 3),
     # No attempt, so no budget reading either.
     "circuit-open refusal": ({"retrymw.call.duration", "retrymw.call.attempts"}, 1, 0),

@@ -113,7 +113,9 @@ _PLANS: dict[str, tuple[list[str], list[float], str, str | None, int]] = {
     "exhausted": (["retried", "retried", "failed"], [1.0, 2.0], "exhausted", "max_attempts", 3),
     "budget_exhausted": (["retried", "failed"], [1.0], "budget_exhausted", "budget_exhausted", 5),
     "throttled": (["failed"], [], "throttled", "throttled", 3),
-    "circuit_open": (["failed"], [], "circuit_open", "circuit_open", 3),
+    # The first call's retry is refused: what its attempt got (DESIGN §15); the next call is
+    # refused before any attempt (outcome circuit_open, below).
+    "circuit_open": (["failed"], [], "failure", "circuit_open", 3),
     "not_idempotent": (["failed"], [], "failure", "not_idempotent", 3),
     "retry_after_too_long": (["failed"], [], "failure", "retry_after_exceeds_limit", 3),
 }
@@ -126,10 +128,11 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
     its call span alone (a raised exception is recorded there); a backoff wait is told by the
     ``retrymw.backoff.delay`` of the attempt span that follows it; a retried exception is the
     ``exception.type`` and ``exception.message`` of its attempt span, and only the exception
-    that ends the call is an ``exception`` event. An HTTP call that made one attempt and had
-    nothing denied is its
-    CLIENT span alone; otherwise its call span starts after the first CLIENT span (linked, not
-    its parent: see `test_a_retried_http_call_links_its_first_attempt`) and parents the others.
+    that ends the call is an ``exception`` event. An HTTP call that may retry (every scenario
+    allows 3 or 5 attempts) opens its call span before its first attempt, which parents every
+    CLIENT span, the first included (issue 31: one trace per call, see
+    `test_a_retried_http_call_parents_every_attempt`); a call refused before any attempt is its
+    call span alone. ``error.type`` names an exception by its qualified class name.
     """
     outcomes, delays, outcome, reason, max_attempts = _PLANS[scenario]
     operation = ("POST" if scenario == "not_idempotent" else "GET") if http else TARGET
@@ -164,8 +167,8 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
             )
             if number > 1:
                 attributes["http.request.resend_count"] = number - 1
-            parent = root if number > 1 else None  # the first one started before the call span
-            nodes.append((operation, CLIENT, parent, attributes, status, []))
+            # Issue 31: the call span, opened first, parents the first attempt too.
+            nodes.append((operation, CLIENT, root, attributes, status, []))
         elif attempt_spans:
             raised: list[tuple[str, dict[str, Any]]] = []
             if attempt_outcome == "retried":
@@ -198,19 +201,24 @@ def expected_tree(scenario: str, *, http: bool) -> list[Node]:
         call_events.append(
             ("retrymw.retry.denied", {"retrymw.reason": reason, "retrymw.attempt": len(outcomes)})
         )
-    if not http or len(outcomes) > 1 or reason is not None:
-        nodes.append(
-            (
-                f"retrymw {operation}",
-                INTERNAL,
-                None,
-                call,
-                ERROR if outcome != "success" else UNSET,
-                call_events,
-            )
+    # Every scenario's call has its call span (HTTP: opened before the attempts, issue 31).
+    nodes.append(
+        (
+            f"retrymw {operation}",
+            INTERNAL,
+            None,
+            call,
+            ERROR if outcome != "success" else UNSET,
+            call_events,
         )
+    )
     if scenario == "circuit_open":
-        rejected = {**call, "retrymw.attempt.count": 0, "error.type": "CircuitOpenError"}
+        rejected = {
+            **call,
+            "retrymw.outcome": "circuit_open",
+            "retrymw.attempt.count": 0,
+            "error.type": "retrymw.CircuitOpenError",  # qualified (issue 31)
+        }
         nodes.append((f"retrymw {operation}", INTERNAL, None, rejected, ERROR, []))
     return nodes
 
@@ -242,44 +250,65 @@ async def test_every_span_of_a_call_shares_its_trace(otel: Telemetry, clock: Fak
     assert {span.context.trace_id for span in spans} == {caller.get_span_context().trace_id}
 
 
-async def test_a_retried_http_call_links_its_first_attempt(
-    otel: Telemetry, clock: FakeClock
-) -> None:
-    """Under a caller's span: the first CLIENT span is the caller's child; the call span, made
-    when that attempt was retried, is too, starts when the call started (before the first
-    attempt), links the first attempt, and parents the resends."""
+async def test_a_retried_http_call_parents_every_attempt(otel: Telemetry, clock: FakeClock) -> None:
+    """Under a caller's span: the call span, opened before the first attempt, is the caller's
+    child and parents every CLIENT span, the first one included (issue 31; it used to be the
+    caller's child, linked from a call span made when it was retried)."""
     tracer = otel.tracer_provider.get_tracer("test")
     with tracer.start_as_current_span("caller") as caller:
         await run_http_scenario("success_after_2_retries", clock, [otel.instrument])
         assert trace.get_current_span() is caller  # nothing left attached
     spans = otel.spans()
-    first, *resends = [span for span in spans if span.kind == CLIENT]
+    attempts = [span for span in spans if span.kind == CLIENT]
     (call,) = [span for span in spans if span.name == "retrymw GET"]
     caller_id = caller.get_span_context().span_id
-    assert first.parent is not None
-    assert first.parent.span_id == caller_id
     assert call.parent is not None
     assert call.parent.span_id == caller_id
     assert call.start_time is not None
-    assert first.start_time is not None
-    assert call.start_time <= first.start_time
-    assert [link.context.span_id for link in call.links] == [first.context.span_id]
-    assert len(resends) == 2
-    assert {span.parent.span_id for span in resends if span.parent} == {call.context.span_id}
+    assert attempts[0].start_time is not None
+    assert call.start_time <= attempts[0].start_time
+    assert call.links == ()
+    assert len(attempts) == 3
+    assert {span.parent.span_id for span in attempts if span.parent} == {call.context.span_id}
     assert {span.context.trace_id for span in spans} == {caller.get_span_context().trace_id}
 
 
-async def test_an_http_call_without_retry_is_its_client_span_alone(
+async def test_an_http_call_that_may_retry_opens_its_call_span_first(
     otel: Telemetry, clock: FakeClock
 ) -> None:
-    """One span per call when nothing is retried: the CLIENT span, the caller's child."""
+    """A call that was not retried but could have been: its CLIENT span under its call span,
+    the caller's child (issue 31: a span's parent is fixed when it starts, so the call span is
+    opened before the first attempt whenever a retry could follow)."""
     tracer = otel.tracer_provider.get_tracer("test")
     with tracer.start_as_current_span("caller") as caller:
         await run_http_scenario("success_first_try", clock, [otel.instrument])
-    (client, parent) = otel.spans()
-    assert (client.kind, parent.name) == (CLIENT, "caller")
+    (client, call, parent) = otel.spans()
+    assert (client.kind, call.name, parent.name) == (CLIENT, "retrymw GET", "caller")
     assert client.parent is not None
-    assert client.parent.span_id == caller.get_span_context().span_id
+    assert client.parent.span_id == call.context.span_id
+    assert call.parent is not None
+    assert call.parent.span_id == caller.get_span_context().span_id
+
+
+async def test_a_one_attempt_http_call_is_its_client_span_alone(
+    otel: Telemetry, clock: FakeClock
+) -> None:
+    """A call that can make one attempt (an SDK above is retrying, or ``attempts=1``) is its
+    CLIENT span alone, the caller's child: no retry can follow it."""
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(Upstream(clock, [200], None)),
+        policy=RetryPolicy(name=POLICY, attempts=1),
+        instruments=[otel.instrument],
+        clock=clock,
+    )
+    tracer = otel.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller:
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get(HTTP_URL)).status_code == 200
+    (client_span, parent) = otel.spans()
+    assert (client_span.kind, parent.name) == (CLIENT, "caller")
+    assert client_span.parent is not None
+    assert client_span.parent.span_id == caller.get_span_context().span_id
 
 
 async def test_each_attempt_injects_its_own_traceparent(otel: Telemetry, clock: FakeClock) -> None:
@@ -450,12 +479,10 @@ async def test_loopback_server_receives_each_attempts_traceparent(
         f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-{span.context.trace_flags:02x}"
         for span in attempts
     ]
-    # The call span was made when the first attempt was retried: it links that one and
-    # parents the resends.
-    assert [link.context.span_id for link in call.links] == [attempts[0].context.span_id]
+    # The call span, opened before the first attempt, parents them all (issue 31).
+    assert call.links == ()
     assert all(
-        span.parent is not None and span.parent.span_id == call.context.span_id
-        for span in attempts[1:]
+        span.parent is not None and span.parent.span_id == call.context.span_id for span in attempts
     )
     assert [dict(span.attributes or {}).get("http.request.resend_count") for span in attempts] == [
         None,
@@ -475,11 +502,13 @@ def _scope(span: ReadableSpan) -> str | None:
     return None if span.instrumentation_scope is None else span.instrumentation_scope.name
 
 
-async def test_httpx_instrumentation_below_keeps_its_metrics(
+async def test_httpx_instrumentation_below_is_switched_off_for_each_attempt(
     otel: Telemetry, clock: FakeClock
 ) -> None:
-    """opentelemetry-instrumentation-httpx below the retry transport records every attempt in
-    its own metrics (nothing suppresses it), and retrymw records the semconv histogram too."""
+    """opentelemetry-instrumentation-httpx below the retry transport records nothing for an
+    attempt retrymw records (issue 31: two nested CLIENT spans per request and every attempt
+    counted twice in ``http.client.request.duration`` before): retrymw's CLIENT span is the
+    attempt's, and its semconv point the attempt's one."""
     contrib = importlib.import_module("opentelemetry.instrumentation.httpx")
     meter_provider = MeterProvider(metric_readers=[reader := InMemoryMetricReader()])
     inner = contrib.AsyncOpenTelemetryTransport(
@@ -491,19 +520,16 @@ async def test_httpx_instrumentation_below_keeps_its_metrics(
     async with httpx.AsyncClient(transport=transport) as client:
         for _ in range(4):
             await client.get(HTTP_URL)
-    theirs = points(reader)
-    recorded = sum(point.count for name, found in theirs.items() for point in found)
-    # 4 calls x 3 attempts: each attempt is one request for the httpx instrumentation.
-    assert recorded == 12
+    assert reader.get_metrics_data() is None  # not one point
     ours = points(otel.reader)["http.client.request.duration"]
     by_status = {point.attributes.get("http.response.status_code"): point.count for point in ours}
     assert by_status == {503: 8, 200: 4}
     assert {point.attributes["server.address"] for point in ours} == {HTTP_TARGET}
     assert {point.attributes["url.scheme"] for point in ours} == {"http"}
     assert {point.attributes.get("error.type") for point in ours} == {"503", None}
-    # Its CLIENT span is a child of retrymw's attempt span (one per attempt each).
+    # One CLIENT span per attempt: retrymw's.
     clients = [span for span in otel.spans() if span.kind == CLIENT]
-    assert [_scope(span) for span in clients].count("retrymw") == 12
+    assert [_scope(span) for span in clients] == ["retrymw"] * 12
     meter_provider.shutdown()
 
 
@@ -569,11 +595,19 @@ async def test_circuit_metrics(otel: Telemetry, clock: FakeClock) -> None:
     """A transition is counted and the state-set gauge has exactly one state at 1."""
     await run_scenario("circuit_open", clock, [otel.instrument])
     found = points(otel.reader)
-    (transition,) = found["retrymw.circuit.transitions"]
-    assert dict(transition.attributes) == {
-        "retrymw.circuit": "db",
-        "retrymw.circuit.previous_state": "closed",
-        "retrymw.circuit.state": "open",
+    # Every transition exists from the circuit's announcement (issue 31); one was made.
+    counted = {
+        (p.attributes["retrymw.circuit.previous_state"], p.attributes["retrymw.circuit.state"]): (
+            p.value
+        )
+        for p in found["retrymw.circuit.transitions"]
+        if p.attributes["retrymw.circuit"] == "db"
+    }
+    assert counted == {
+        ("closed", "open"): 1,
+        ("open", "half_open"): 0,
+        ("half_open", "closed"): 0,
+        ("half_open", "open"): 0,
     }
     states = {
         p.attributes["retrymw.circuit.state"]: p.value for p in found["retrymw.circuit.state"]

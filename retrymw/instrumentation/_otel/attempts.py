@@ -17,6 +17,7 @@ from .support import (
     _protocol_version,
     _record_exception,
     _Scope,
+    qualified_name,
 )
 
 __all__ = ["end_attempt_span", "first_attempt_finished", "semconv_attributes"]
@@ -30,15 +31,15 @@ def semconv_attributes(
 ) -> dict[str, Any]:
     """``http`` (the request's attributes) completed for ``http.client.request.duration``.
 
-    ``version`` is the response's `_protocol_version`; ``error_type`` caps an exception's class
-    name (a bounded label).
+    ``version`` is the response's `_protocol_version`; ``error_type`` caps an exception's
+    (qualified) class name: a bounded label.
     """
     if event.status is not None:
         http[names.ATTR_HTTP_STATUS_CODE] = event.status
     if version is not None:
         http[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
     if event.exception is not None and event.error_type is not None:
-        http[names.ATTR_ERROR_TYPE] = error_type(event.error_type)
+        http[names.ATTR_ERROR_TYPE] = error_type(qualified_name(event.exception))
     elif event.status is not None and event.status >= 400:
         http[names.ATTR_ERROR_TYPE] = str(event.status)
     return http
@@ -52,24 +53,37 @@ def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
     error_type: str | None
     if scope.http:
         # HTTP semconv: the status decides (4xx and 5xx are errors for a client), not
-        # whether retrymw retries.
+        # whether retrymw retries; a body cut or stalled after a 200 is an error too.
         if event.status is not None:
             attributes[names.ATTR_HTTP_STATUS_CODE] = event.status
         if (version := _protocol_version(event.result)) is not None:
             attributes[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
         if event.exception is not None:
-            error_type = event.error_type
+            error_type = qualified_name(event.exception)
         elif event.status is not None and event.status >= 400:
             error_type = str(event.status)
         else:
             error_type = None
+        body = event.body
+        if body is not None:
+            attributes[names.ATTR_RESPONSE_BODY_STATE] = body.state
+            attributes[names.ATTR_HTTP_RESPONSE_BODY_SIZE] = body.size
+            if body.time_to_first_byte is not None:
+                attributes[names.ATTR_RESPONSE_TIME_TO_FIRST_BYTE] = body.time_to_first_byte
+    elif event.attempt_outcome == "success" or event.error_type is None:
+        error_type = None
     else:
-        error_type = None if event.attempt_outcome == "success" else event.error_type
+        error_type = (
+            event.error_type if event.exception is None else qualified_name(event.exception)
+        )
     if isinstance(event.exception, Exception):
         if event.attempt_outcome == "retried":
             attributes.update(_exception_attributes(event.exception))
-        else:  # the exception that ends the call: an event, with its stack trace
-            _record_exception(span, event.exception)
+        else:  # the exception that ends the call: an event (or log), with its stack trace
+            http = scope.http_attributes if scope.http else None
+            if http is not None and error_type is not None:
+                http = {**http, names.ATTR_ERROR_TYPE: error_type}
+            _record_exception(span, event.exception, scope.exceptions, http)
     if error_type is not None:
         attributes[names.ATTR_ERROR_TYPE] = error_type
         span.set_status(_ERROR)
@@ -77,28 +91,37 @@ def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
 
 
 def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished) -> None:
-    """A coroutine's first attempt ended without a span of its own.
+    """A coroutine's first attempt ended without a span of its own (or with one made when a
+    call nested in it started, `_Scope.first_attempt_parent`).
 
     Retried: its attempt span is written now, from the attempt's start, so that every attempt
     of a retried call has one. Not retried: the call made one attempt, and the call span says
     everything (an exception that ends the call is recorded on it in full).
     """
     started, call.first_attempt_at = call.first_attempt_at, None
+    early, call.early_attempt = call.early_attempt, None
     if not call.span.is_recording():
+        if early is not None:
+            early.span.end()
         return
     error = event.exception
     if event.attempt_outcome != "retried":
         if isinstance(error, Exception):
-            _record_exception(call.span, error)
+            _record_exception(call.span, error, call.exceptions)
+        if early is not None:
+            end_first_attempt(early, event.attempt_outcome, event.error_type, error)
         return
-    attributes: dict[str, Any] = {
-        names.ATTR_ATTEMPT: event.attempt,
-        names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome,
-    }
-    if event.error_type is not None:
-        attributes[names.ATTR_ERROR_TYPE] = event.error_type
+    attributes: dict[str, Any] = {names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome}
     if isinstance(error, Exception):
         attributes.update(_exception_attributes(error))
+    if early is not None:
+        end_first_attempt(early, event.attempt_outcome, event.error_type, error, attributes)
+        return
+    attributes[names.ATTR_ATTEMPT] = event.attempt
+    if event.error_type is not None:
+        attributes[names.ATTR_ERROR_TYPE] = (
+            event.error_type if error is None else qualified_name(error)
+        )
     span = tracer.start_span(
         ATTEMPT_SPAN_PREFIX + event.operation,
         kind=INTERNAL,
@@ -106,4 +129,23 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
         start_time=started,
     )
     span.set_status(_ERROR)
+    span.end()
+
+
+def end_first_attempt(
+    early: _Scope,
+    outcome: str,
+    error_type: str | None,
+    error: BaseException | None,
+    attributes: dict[str, Any] | None = None,
+) -> None:
+    """End the span made for a coroutine's first attempt while it ran (a call nested in it
+    needed its parent) with the attempt's ``outcome``."""
+    span = early.span
+    if span.is_recording():
+        written = {names.ATTR_ATTEMPT_OUTCOME: outcome, **(attributes or {})}
+        if outcome != "success" and error_type is not None:
+            written[names.ATTR_ERROR_TYPE] = error_type if error is None else qualified_name(error)
+            span.set_status(_ERROR)
+        span.set_attributes(written)
     span.end()

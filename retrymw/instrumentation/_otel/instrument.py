@@ -14,9 +14,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 try:
-    from opentelemetry import metrics, propagate, trace
+    from opentelemetry import _logs, metrics, propagate, trace
+    from opentelemetry import context as otel_context
     from opentelemetry.context import Context
-    from opentelemetry.trace import Link, Span
+    from opentelemetry.trace import INVALID_SPAN, Link, Span
 except ImportError:
     raise ImportError(
         "OpenTelemetryInstrument needs opentelemetry-api: pip install 'retrymw[otel]'"
@@ -34,7 +35,12 @@ from ..._core.events import (
 )
 from ..._core.instruments import Instrument
 from .. import _names as names
-from .attempts import end_attempt_span, first_attempt_finished, semconv_attributes
+from .attempts import (
+    end_attempt_span,
+    end_first_attempt,
+    first_attempt_finished,
+    semconv_attributes,
+)
 from .live import live_gauges
 from .meters import (
     HTTP_OVERFLOW,
@@ -47,10 +53,13 @@ from .meters import (
 from .support import (
     _ERROR,
     ATTEMPT_SPAN_PREFIX,
+    CALL_SCOPE,
     CALL_SPAN_PREFIX,
     CLIENT,
     INTERNAL,
+    SUPPRESS_HTTP_KEY,
     _client_span,
+    _Exceptions,
     _http_attributes,
     _http_request,
     _HttpCall,
@@ -59,6 +68,7 @@ from .support import (
     _Scope,
     _wait_attributes,
     _wait_event,
+    qualified_name,
 )
 
 __all__ = ["OpenTelemetryInstrument"]
@@ -122,7 +132,9 @@ class OpenTelemetryInstrument(Instrument):
     # unless it is retried (`first_attempt_finished`, from the time the call span noted).
     fast_path_call_scope = True
 
-    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    def __init__(
+        self, tracer_provider: Any = None, meter_provider: Any = None, logger_provider: Any = None
+    ) -> None:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._tracer = trace.get_tracer(
@@ -149,12 +161,30 @@ class OpenTelemetryInstrument(Instrument):
             description="Duration of HTTP client requests (one per retrymw attempt).",
             explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
         )
+        # The body of the response a call returns (issue 31), recorded when it ends.
+        self._body_size = meter.create_histogram(
+            names.HTTP_CLIENT_RESPONSE_BODY_SIZE,
+            unit="By",
+            description="Size of HTTP client response bodies (the response a call returned).",
+        )
+        self._first_byte = meter.create_histogram(
+            names.RESPONSE_TIME_TO_FIRST_BYTE,
+            unit="s",
+            description="Seconds from the start of the attempt whose response a call returned "
+            "to the first byte of its body.",
+            explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
+        )
+        # The exception that ends a call: a span event, a log record or both (the semconv's
+        # OTEL_SEMCONV_EXCEPTION_SIGNAL_OPT_IN, read now).
+        self._exceptions = _Exceptions(
+            functools.partial(
+                _logs.get_logger, names.SCOPE, _VERSION, logger_provider, names.SCHEMA_URL
+            )
+        )
         _observe_fleet(meter)  # the fleet's health, read at collection (docs/telemetry.md)
         self._live = live_gauges(meter, meter_provider)  # breakers, budgets, throttles, policies
-        # The HTTP attributes of this task's current attempt, for http.client.request.duration.
-        self._http_attributes: ContextVar[dict[str, Any] | None] = ContextVar(
-            "retrymw_otel_http", default=None
-        )
+        # This task's current HTTP attempt scope (its http.client.request.duration attributes).
+        self._attempt: ContextVar[_Scope | None] = ContextVar("retrymw_otel_attempt", default=None)
         # The label caps and the series bound are the provider's, shared by its instruments.
         self._bounds = self._live.bounds
         self._error_type = self._bounds.error_type
@@ -201,19 +231,51 @@ class OpenTelemetryInstrument(Instrument):
     def call_started(self, event: CallStarted, /) -> _Scope | None:
         """Start the INTERNAL call span and make it current for the whole call.
 
-        An HTTP call's span waits until the call has more to say than its one CLIENT span
-        (`_HttpCall`).
+        One trace per call, of the same shape with or without a caller's span (issue 31): the
+        call span parents every attempt. An HTTP call that can make only one attempt (an SDK
+        above is retrying) waits until it has more to say than its one CLIENT span
+        (`_HttpCall`). A call made during a coroutine's first attempt, which has no span of its
+        own, gets that attempt's span as its parent (`_Scope.first_attempt_parent`).
         """
         if not (self._traces.active or self._traces()):
             return None
+        outer = CALL_SCOPE.get()
+        parent = (
+            outer.first_attempt_parent()
+            if outer is not None
+            and outer.first_attempt_at is not None
+            and trace.get_current_span() is outer.span
+            else None
+        )
         if event.request is not None and _http_request(event.request) is not None:
-            return _HttpCall(functools.partial(self._call_span, event), self._call)
-        span = self._call_span(event)
-        scope = _Scope(span, trace.set_span_in_context(span), self._call)
+            if event.max_attempts == 1:
+                return _HttpCall(functools.partial(self._call_span, event), self._call, parent)
+            # Opened before the first attempt, so that it is that attempt's parent should the
+            # attempt be retried: a span's parent is fixed when it starts.
+            return self._call_scope(self._call_span(event, parent), parent)
+        scope = self._call_scope(self._call_span(event, parent), parent)
         # The first attempt starts now, unless `attempt_started` says otherwise: a bare first
         # attempt (the fast path, `fast_path_call_scope`) has no attempt_started.
         scope.first_attempt_at = time.time_ns()
+        scope.make_first_attempt = functools.partial(self._first_attempt_span, event.operation)
         return scope
+
+    def _call_scope(self, span: Span, parent: Context | None) -> _Scope:
+        """The scope that makes the call ``span`` current, and findable by nested calls."""
+        scope = _Scope(span, trace.set_span_in_context(span, parent), self._call)
+        scope.nest()
+        scope.exceptions = self._exceptions
+        return scope
+
+    def _first_attempt_span(self, operation: str, started: int) -> Span:
+        """The span of a coroutine's first attempt, made while it runs (a nested call's
+        parent), from its start."""
+        return self._tracer.start_span(
+            ATTEMPT_SPAN_PREFIX + operation,
+            kind=INTERNAL,
+            attributes={names.ATTR_ATTEMPT: 1},
+            start_time=started,
+        )
 
     def _call_span(
         self,
@@ -244,17 +306,18 @@ class OpenTelemetryInstrument(Instrument):
         return span if span.is_recording() else None
 
     def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
-        """Start the attempt span (CLIENT for HTTP, with context injected into the request)."""
+        """Start the attempt span (CLIENT for HTTP, with context injected into the request).
+
+        An HTTP attempt also switches OpenTelemetry's HTTP client instrumentation off below it
+        (opentelemetry-instrumentation-httpx, for httpx and httpx2): retrymw's CLIENT span is
+        the attempt's, with ``http.request.resend_count`` and a redacted ``url.full``, and its
+        ``http.client.request.duration`` point the attempt's one (issue 31).
+        """
         request = None if event.request is None else _http_request(event.request)
-        semconv = None
-        if request is not None:
-            semconv = _http_attributes(request)  # the span's and the duration's, built once
-            if self._meters.active or self._meters():
-                self._http_attributes.set({**semconv, names.ATTR_URL_SCHEME: request.url.scheme})
         call = self._call.get()
-        if call is None:  # no call span: nobody listened when the call started
-            return None
         if request is None:
+            if call is None:  # no call span: nobody listened when the call started
+                return None
             if event.attempt == 1:
                 # One span per call while nothing is retried: the first attempt gets its span
                 # only if it is retried (started then at this time), see `attempt_finished`.
@@ -270,9 +333,19 @@ class OpenTelemetryInstrument(Instrument):
                 attributes=attributes,
             )
             call.attempt = _Scope(span, trace.set_span_in_context(span))
+            call.attempt.exceptions = self._exceptions
             return call.attempt
-        assert semconv is not None  # a request has them
-        name, span_attributes = _client_span(request, event.attempt, semconv)
+        semconv = _http_attributes(request)  # the span's and the duration's, built once
+        if call is None:
+            # Metrics only: no span, but the attempt's duration point is retrymw's, and the
+            # context the instrumentation below would have sent is sent.
+            if not (self._meters.active or self._meters()):
+                return None
+            propagate.inject(request.headers)
+            scope = _Scope(INVALID_SPAN, _suppressed(otel_context.get_current()), self._attempt)
+            scope.http_attributes = {**semconv, names.ATTR_URL_SCHEME: request.url.scheme}
+            return scope
+        name, span_attributes = _client_span(request, event.attempt, dict(semconv))
         if call.pending_wait is not None:
             _wait_attributes(call.pending_wait[0], span_attributes)
             call.pending_wait = None
@@ -282,20 +355,23 @@ class OpenTelemetryInstrument(Instrument):
         )
         if isinstance(call, _HttpCall) and call.first_attempt is None:
             call.first_attempt = span.get_span_context()
-        # No "suppress HTTP instrumentation" key: opentelemetry-instrumentation-httpx checks
-        # it once for its span *and* its metrics, so setting it silenced the standard
-        # http.client.* metrics of every retried client (0 of 10 requests recorded). Its span,
-        # if it is installed below us, is a child of this attempt span.
-        context = trace.set_span_in_context(span)
+        context = trace.set_span_in_context(span, parent)
         # Per attempt, overwriting the previous attempt's header: the server's parent is the
         # attempt span, so each resend is its own child in the trace.
         propagate.inject(request.headers, context=context)
-        call.attempt = _Scope(span, context, http=True)
-        return call.attempt
+        scope = _Scope(span, _suppressed(context), self._attempt, http=True)
+        scope.http_attributes = {**semconv, names.ATTR_URL_SCHEME: request.url.scheme}
+        scope.exceptions = self._exceptions
+        call.attempt = scope
+        return scope
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
         """Record the attempt's duration (its count counts attempts), and its outcome on the
-        attempt span."""
+        attempt span.
+
+        The attempt whose response the call returns ends when that response's body has been
+        read or closed (``event.body``), which its span and metrics tell too (issue 31).
+        """
         if self._meters.active or self._meters():
             # error.type is absent on success (None), as the semconv asks.
             attributes = self._attributes(
@@ -306,12 +382,21 @@ class OpenTelemetryInstrument(Instrument):
                 event.error_type,
             )
             self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
-            http = self._http_attributes.get()
-            if http is not None:
-                self._http_attributes.set(None)
+            attempt = self._attempt.get()
+            if attempt is not None and attempt.http_attributes is not None:
                 version = _protocol_version(event.result)
-                semconv = semconv_attributes(http, event, version, self._error_type)
-                self._http_duration.record(event.duration, self._http_bounded(semconv))
+                semconv = semconv_attributes(
+                    dict(attempt.http_attributes), event, version, self._error_type
+                )
+                bounded = self._http_bounded(semconv)
+                self._http_duration.record(event.duration, bounded)
+                body = event.body
+                if body is not None:
+                    self._body_size.record(body.size, bounded, context=NO_EXEMPLAR)
+                    if body.time_to_first_byte is not None:
+                        self._first_byte.record(
+                            body.time_to_first_byte, bounded, context=NO_EXEMPLAR
+                        )
         call = self._call.get()
         if call is not None and call.first_attempt_at is not None:
             first_attempt_finished(self._tracer, call, event)
@@ -339,6 +424,9 @@ class OpenTelemetryInstrument(Instrument):
         if scope is None:
             return
         scope.first_attempt_at = None
+        early, scope.early_attempt = scope.early_attempt, None
+        if early is not None:  # a call nested in the attempt gave it its span
+            end_first_attempt(early, "success", None, None)
         if scope.span.is_recording():
             scope.span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: 1})
 
@@ -404,7 +492,12 @@ class OpenTelemetryInstrument(Instrument):
             names.ATTR_ATTEMPT_COUNT: event.attempts,
         }
         if event.outcome not in ("success", "cancelled"):
-            ending[names.ATTR_ERROR_TYPE] = event.error_type or names.ERROR_TYPE_OVERFLOW
+            error = event.exception
+            ending[names.ATTR_ERROR_TYPE] = (
+                qualified_name(error)
+                if error is not None
+                else event.error_type or names.ERROR_TYPE_OVERFLOW
+            )
             span.set_status(_ERROR)
         span.set_attributes(ending)
 
@@ -417,6 +510,7 @@ class OpenTelemetryInstrument(Instrument):
         }
         if self._meters.active or self._meters():
             circuit = self._bounds.circuit_label(event.circuit)
+            self._live.circuit_seen(circuit)  # never announced: its other transitions at 0
             self._transitions.add(1, {**change, names.ATTR_CIRCUIT: circuit})
             for state in names.CIRCUIT_STATES:
                 self._circuit_state.set(
@@ -440,3 +534,11 @@ class OpenTelemetryInstrument(Instrument):
             f"<OpenTelemetryInstrument tracer_provider={self._tracer_provider!r} "
             f"meter_provider={self._meter_provider!r}>"
         )
+
+
+def _suppressed(context: Context) -> Context:
+    """``context`` with OpenTelemetry's HTTP client instrumentation switched off: retrymw's
+    span and duration point are the attempt's (see `attempt_started`)."""
+    if SUPPRESS_HTTP_KEY is None:  # pragma: no cover - the key moved: both record
+        return context
+    return otel_context.set_value(SUPPRESS_HTTP_KEY, True, context)
