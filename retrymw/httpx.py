@@ -114,6 +114,11 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
             server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
             default) sends none.
+        stall_timeout: most seconds the body of a returned response may go without a byte
+            (a stalled stream): past it, reading raises ``ReadTimeout`` and the attempt failed;
+            ``None`` (the default) for no limit but the client's and the deadline.
+        first_byte_timeout: most seconds from a returned response's head to its body's
+            first byte; ``None`` (the default): `stall_timeout` bounds that wait too.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -156,6 +161,8 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         store: Store | None = None,
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -170,6 +177,8 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             store=store,
             fleet=fleet,
             attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
         )
 
 
@@ -202,6 +211,8 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         store: Store | None = None,
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -216,6 +227,8 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             store=store,
             fleet=fleet,
             attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
         )
 
 

@@ -117,6 +117,11 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
             server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
             default) sends none.
+        stall_timeout: most seconds the body of a returned response may go without a byte
+            (a stalled stream): past it, reading raises ``ReadTimeout`` and the attempt failed;
+            ``None`` (the default) for no limit but the client's and the deadline.
+        first_byte_timeout: most seconds from a returned response's head to its body's
+            first byte; ``None`` (the default): `stall_timeout` bounds that wait too.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
     are resent once they may have reached the server; connect errors are retried for every
@@ -159,6 +164,8 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         store: Store | None = None,
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -173,6 +180,8 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             store=store,
             fleet=fleet,
             attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
         )
 
 
@@ -205,6 +214,8 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         store: Store | None = None,
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -219,6 +230,8 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             store=store,
             fleet=fleet,
             attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
         )
 
 

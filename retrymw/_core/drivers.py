@@ -210,7 +210,7 @@ class Engine:
         request: object,
     ) -> None:
         """The body of the response a bare first attempt returned ended (the HTTP fast path):
-        the attempt lasted until then (issue 31).
+        the attempt lasted until then.
 
         Read or closed, it is the success `report_first_success` tells ``hooks``; cut or
         stalled (``error``), the attempt failed after all, and the call with it, reported as

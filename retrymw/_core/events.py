@@ -134,7 +134,7 @@ class AttemptFinished(NamedTuple):
     ``result`` is what the attempt returned (the response, for the HTTP transports), or
     ``None`` when it raised; instruments read details from it (``network.protocol.version``)
     and must not keep it alive. The attempt that produced the response an HTTP call returns
-    ends when its body has been read or closed (issue 31), and ``body`` says how; a body cut
+    ends when its body has been read or closed, and ``body`` says how; a body cut
     or stalled makes that attempt ``failed`` with the read's exception.
     """
 

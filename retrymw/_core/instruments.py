@@ -154,7 +154,7 @@ class Suspendable:
     """A scope that can be left before it ends, and taken up again to end it.
 
     The attempt that produced the response an HTTP call returns lasts until that response's
-    body is read or closed (issue 31), but the caller's code runs meanwhile: the engine
+    body is read or closed, but the caller's code runs meanwhile: the engine
     suspends the call's and that attempt's scopes (`suspend`) when it returns the response
     (what they made current must not stay current in the caller's code), resumes them
     (`resume`) when the body ends to report it, then exits them. The OpenTelemetry

@@ -279,7 +279,7 @@ class CallRun(CallState):
                 and adapter is not None
                 and self._follows_body(result)
             ):
-                # The attempt lasts until the returned response's body ends (issue 31).
+                # The attempt lasts until the returned response's body ends.
                 self.pending = (outcome, matched, now)
             else:
                 self._report_attempt(outcome, now, matched, delay)

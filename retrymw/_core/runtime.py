@@ -83,7 +83,7 @@ class AttemptAdapter(Protocol):
 
 
 class BodyFollower(Protocol):
-    """An `AttemptAdapter` whose results have bodies read after the call returns (issue 31).
+    """An `AttemptAdapter` whose results have bodies read after the call returns.
 
     Optional: the engine looks for ``follow_body`` on the adapter (the HTTP transports have
     it), and reports the last attempt and the call when the returned result's body ends.

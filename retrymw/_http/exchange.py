@@ -277,7 +277,7 @@ class HttpCall(HttpExchange):
         """The response a bare first attempt settled the call with (the fast path).
 
         With ``hooks`` to tell (metrics-only instruments, `Retrier.plain_first_attempt`), the
-        attempt lasts until the body has been read or closed, as on the full path (issue 31):
+        attempt lasts until the body has been read or closed, as on the full path:
         its success is reported then (`Engine.plain_body_ended`), or its failure if the body
         was cut or stalled. Without, only the transport's limits, if any, watch the body.
         """

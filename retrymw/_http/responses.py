@@ -12,7 +12,7 @@ it. It keeps the call's deadline: reading its body past the deadline raises the 
 ``ReadTimeout``, so a body that trickles or stalls cannot hold a call with a one-second deadline
 for minutes. It keeps the transport's `BodyLimits` (no byte for too long: ``ReadTimeout``). And
 it tells the engine how the body was read (`BodyRead`: completed, closed, cut or stalled, its
-size and first byte): the attempt that produced the response lasts until then (issue 31).
+size and first byte): the attempt that produced the response lasts until then.
 """
 
 from __future__ import annotations

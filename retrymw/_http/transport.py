@@ -199,12 +199,12 @@ class _Shell:
 
     _core: TransportCore
     _transport: Any
-    # The transport's `BodyLimits`, rebuilt when one of its two settings changes.
-    _body_limits: BodyLimits = NO_LIMITS
+    # The transport's `BodyLimits` (`stall_timeout`, `first_byte_timeout`).
+    _body_limits: BodyLimits
 
     @property
     def stall_timeout(self) -> float | None:
-        """Most seconds the body of a returned response may go without a byte (issue 31).
+        """Most seconds the body of a returned response may go without a byte, or ``None``.
 
         Past it, reading the body raises the library's ``ReadTimeout``, and the attempt that
         produced the response is a failed one (its body ``stalled``). ``None`` (the default):
@@ -214,35 +214,32 @@ class _Shell:
         """
         return self._body_limits.stall
 
-    @stall_timeout.setter
-    def stall_timeout(self, value: float | None) -> None:
-        self._set_body_limits(
-            _check_body_limit("stall_timeout", value), self._body_limits.first_byte
-        )
-
     @property
     def first_byte_timeout(self) -> float | None:
-        """Most seconds from a returned response's head to its body's first byte (issue 31);
-        ``None`` (the default): `stall_timeout` bounds that wait too.
+        """Most seconds from a returned response's head to its body's first byte; ``None``
+        (the default): `stall_timeout` bounds that wait too.
 
         .. versionadded:: 0.4
         """
         return self._body_limits.first_byte
 
-    @first_byte_timeout.setter
-    def first_byte_timeout(self, value: float | None) -> None:
-        self._set_body_limits(
-            self._body_limits.stall, _check_body_limit("first_byte_timeout", value)
-        )
-
-    def _set_body_limits(self, stall: float | None, first_byte: float | None) -> None:
-        # `NO_LIMITS` itself when both are off: a request then checks it by identity.
-        limits = BodyLimits(stall, first_byte)
-        self._body_limits = NO_LIMITS if limits == NO_LIMITS else limits
-
-    def _setup(self, transport: Any, asynchronous: bool, **settings: Any) -> None:
+    def _setup(
+        self,
+        transport: Any,
+        asynchronous: bool,
+        *,
+        stall_timeout: float | None,
+        first_byte_timeout: float | None,
+        **settings: Any,
+    ) -> None:
         flavour = self._flavour
         flavour.check_transport(transport, asynchronous)
+        limits = BodyLimits(
+            _check_body_limit("stall_timeout", stall_timeout),
+            _check_body_limit("first_byte_timeout", first_byte_timeout),
+        )
+        # `NO_LIMITS` itself when both are off: a request then checks it by identity.
+        self._body_limits = NO_LIMITS if limits == NO_LIMITS else limits
         self._core = TransportCore(flavour, **settings)
         if transport is None:
             module = flavour.module

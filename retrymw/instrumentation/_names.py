@@ -61,7 +61,7 @@ from ._vocab import (
 # -- metrics --------------------------------------------------------------------------------------
 
 #: Whole calls, backoff included: HTTP buckets extended to a minute (a policy's deadline is 30 s
-#: by default). Edges at 1, 1.5, 2 and 2.5 s (issue 31): a call of one failed attempt, a
+#: by default). Edges at 1, 1.5, 2 and 2.5 s: a call of one failed attempt, a
 #: one-second wait and a retry is 1-2 s, and with one bucket from 1 to 2.5 s its p95 read
 #: 1.87 s against 1.09 s.
 CALL_DURATION_BUCKETS = (
@@ -127,7 +127,7 @@ BACKOFF_DURATION_BUCKETS = (
 
 _CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
 
-# Calls and attempts are counted by the duration histograms' ``_count`` (issue 18): a counter
+# Calls and attempts are counted by the duration histograms' ``_count``: a counter
 # beside each histogram recorded every event twice. DESIGN §6 allows this trim.
 CALL_DURATION = MetricSpec(
     "retrymw_call_duration_seconds",
@@ -217,7 +217,7 @@ METRICS: tuple[MetricSpec, ...] = (
     CIRCUIT_TRANSITIONS,
 )
 
-# -- retired counters (issue 18). No instrument creates them: they duplicated the duration
+# -- retired counters. No instrument creates them: they duplicated the duration
 # histograms' ``_count``, which has the same labels (attempts: ``error_type`` moved onto the
 # histogram). Kept so that the migration note (docs/telemetry.md) is checked against them and
 # so that the benchmarks' frozen replay of 0.x's primitives still has their names.
@@ -442,13 +442,13 @@ CIRCUIT_TRANSITION_PAIRS: tuple[tuple[CircuitState, CircuitState], ...] = (
 HTTP_CLIENT_REQUEST_DURATION = "http.client.request.duration"
 #: The OTel HTTP client semantic-convention metric of response body sizes (bytes, ``By``),
 #: recorded on the HTTP path for the attempt whose response a call returned, once its body
-#: has been read or closed (issue 31).
+#: has been read or closed.
 HTTP_CLIENT_RESPONSE_BODY_SIZE = "http.client.response.body.size"
 #: OpenTelemetry path, beside the semconv HTTP metrics: seconds from the start of the attempt
-#: whose response a call returned to the first byte of its body (issue 31).
+#: whose response a call returned to the first byte of its body.
 RESPONSE_TIME_TO_FIRST_BYTE = "retrymw.response.time_to_first_byte"
 
-# Spans (issue 31): how the body of the response a call returned was read, on the CLIENT span
+# Spans: how the body of the response a call returned was read, on the CLIENT span
 # of the attempt that produced it, which lasts until then.
 #: ``completed``, ``closed`` (by the caller, before its end), ``cut`` or ``stalled``.
 ATTR_RESPONSE_BODY_STATE = "retrymw.response.body.state"

@@ -101,12 +101,21 @@ def views() -> Iterator[Views]:
     found.close()
 
 
-def _transport(views: Views, clock: FakeClock, *, otel: bool = True) -> Any:
+def _transport(
+    views: Views,
+    clock: FakeClock,
+    *,
+    otel: bool = True,
+    stall_timeout: float | None = None,
+    first_byte_timeout: float | None = None,
+) -> Any:
     return retrymw.httpx.AsyncRetryTransport(
         policy=RetryPolicy(name="p", attempts=3),
         budget=None,
         instruments=views.instruments(otel=otel),
         clock=clock,
+        stall_timeout=stall_timeout,
+        first_byte_timeout=first_byte_timeout,
     )
 
 
@@ -194,8 +203,7 @@ async def test_a_stalled_stream_ends_by_the_stall_limit_as_a_failed_attempt(
     read with ``ReadTimeout``, and the attempt is ``failed`` with its body ``stalled``."""
     url = server.script(Step(200, body=b"x" * 3, pace=30.0))  # one byte, then a 30 s gap
     views.target = url.split("/")[2]  # type: ignore[attr-defined]
-    transport = _transport(views, clock)
-    transport.stall_timeout = 0.2
+    transport = _transport(views, clock, stall_timeout=0.2)
     read, error = await _read_stream(transport, url)
     assert isinstance(error, httpx.ReadTimeout)
     assert "stalled" in str(error)
@@ -214,8 +222,7 @@ async def test_the_first_byte_limit_ends_a_body_that_never_starts(
     """Headers, then silence: ``first_byte_timeout`` ends the read, no first byte recorded."""
     url = server.script(Step(200, body=BODY, stall=30.0))
     views.target = url.split("/")[2]  # type: ignore[attr-defined]
-    transport = _transport(views, clock)
-    transport.first_byte_timeout = 0.2
+    transport = _transport(views, clock, first_byte_timeout=0.2)
     read, error = await _read_stream(transport, url)
     assert isinstance(error, httpx.ReadTimeout)
     assert "first byte" in str(error)
@@ -298,7 +305,8 @@ def test_the_sync_transport_sees_a_cut_body_too(
 )
 def test_body_limits_refuse_what_is_not_a_positive_number(field: str, value: Any) -> None:
     """A limit that is not a positive number of seconds is refused, naming the field."""
-    transport = retrymw.httpx.RetryTransport(instruments=())
+    bad: dict[str, Any] = {field: value}
     with pytest.raises(ConfigError, match=field):
-        setattr(transport, field, value)
-    assert getattr(transport, field) is None
+        retrymw.httpx.RetryTransport(instruments=(), **bad)
+    good: dict[str, Any] = {field: 30.0}
+    assert getattr(retrymw.httpx.RetryTransport(instruments=(), **good), field) == 30.0

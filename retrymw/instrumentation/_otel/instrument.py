@@ -90,7 +90,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 class OpenTelemetryInstrument(Instrument):
     """Spans and metrics for every call, attempt and backoff, through opentelemetry-api.
 
-    The span tree (DESIGN §6, trimmed by issue 18): an INTERNAL ``retrymw {operation}`` span per
+    The span tree (DESIGN §6): an INTERNAL ``retrymw {operation}`` span per
     logical call; one span per attempt under it once a retry happens, a CLIENT span per the HTTP
     semantic conventions for the transports (``GET``, with ``http.request.resend_count`` on
     resends and a redacted ``url.full``; every attempt has one) or an INTERNAL
@@ -127,7 +127,7 @@ class OpenTelemetryInstrument(Instrument):
     .. versionadded:: 0.1
     """
 
-    # A coroutine's or function's first attempt runs bare inside the call span (issue 18): the
+    # A coroutine's or function's first attempt runs bare inside the call span: the
     # span was current during the attempt anyway, and that attempt has no span of its own
     # unless it is retried (`first_attempt_finished`, from the time the call span noted).
     fast_path_call_scope = True
@@ -146,7 +146,7 @@ class OpenTelemetryInstrument(Instrument):
         self._call_duration = _histogram(meter, names.CALL_DURATION)
         self._call_attempts = _histogram(meter, names.CALL_ATTEMPTS)
         self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
-        # One exemplar per call (issue 18): the call duration's, recorded while the call span
+        # One exemplar per call: the call duration's, recorded while the call span
         # is current, and for HTTP each attempt's semantic-convention record (its CLIENT span,
         # as OpenTelemetry's HTTP instrumentations do). The other records offer the SDK none
         # (`NO_EXEMPLAR`): each offer cost 2 µs or more, and they would point at the same trace.
@@ -161,7 +161,7 @@ class OpenTelemetryInstrument(Instrument):
             description="Duration of HTTP client requests (one per retrymw attempt).",
             explicit_bucket_boundaries_advisory=list(names.ATTEMPT_DURATION_BUCKETS),
         )
-        # The body of the response a call returns (issue 31), recorded when it ends.
+        # The body of the response a call returns, recorded when it ends.
         self._body_size = meter.create_histogram(
             names.HTTP_CLIENT_RESPONSE_BODY_SIZE,
             unit="By",
@@ -231,7 +231,7 @@ class OpenTelemetryInstrument(Instrument):
     def call_started(self, event: CallStarted, /) -> _Scope | None:
         """Start the INTERNAL call span and make it current for the whole call.
 
-        One trace per call, of the same shape with or without a caller's span (issue 31): the
+        One trace per call, of the same shape with or without a caller's span: the
         call span parents every attempt. An HTTP call that can make only one attempt (an SDK
         above is retrying) waits until it has more to say than its one CLIENT span
         (`_HttpCall`). A call made during a coroutine's first attempt, which has no span of its
@@ -311,7 +311,7 @@ class OpenTelemetryInstrument(Instrument):
         An HTTP attempt also switches OpenTelemetry's HTTP client instrumentation off below it
         (opentelemetry-instrumentation-httpx, for httpx and httpx2): retrymw's CLIENT span is
         the attempt's, with ``http.request.resend_count`` and a redacted ``url.full``, and its
-        ``http.client.request.duration`` point the attempt's one (issue 31).
+        ``http.client.request.duration`` point the attempt's one.
         """
         request = None if event.request is None else _http_request(event.request)
         call = self._call.get()
@@ -370,7 +370,7 @@ class OpenTelemetryInstrument(Instrument):
         attempt span.
 
         The attempt whose response the call returns ends when that response's body has been
-        read or closed (``event.body``), which its span and metrics tell too (issue 31).
+        read or closed (``event.body``), which its span and metrics tell too.
         """
         if self._meters.active or self._meters():
             # error.type is absent on success (None), as the semconv asks.

@@ -7,10 +7,11 @@ budget's capacity, the throttle's rejection probability, the breaker's failure r
 consecutive failures and both thresholds, and the policy's settings as ``retrymw.policy.info``
 = 1. The objects are held weakly: one that goes away (an evicted target) is no longer reported.
 
-DESIGN §6, on this path too (issue 31): a circuit's state reads ``closed`` = 1 (or its state)
-and its four transitions 0 from its announcement, and the denial reason a budget, breaker or
-throttle gives (``throttled``, ``circuit_open``, ``shed``) is recorded at 0 for each
-(policy, target) it serves, so that ``increase()`` counts the first trip and the first denial.
+Every series exists from its creation on this path too: a circuit's state reads ``closed`` = 1
+(or its state) and its four transitions 0 from its announcement, and the denial reason a
+budget, breaker or throttle gives (``throttled``, ``circuit_open``, ``shed``) is recorded at 0
+for each (policy, target) it serves, so that ``increase()`` counts the first trip and the first
+denial.
 
 Imported by `_otel.instrument` only after it has checked that opentelemetry-api is installed.
 """

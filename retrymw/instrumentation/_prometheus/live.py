@@ -95,7 +95,7 @@ class Exported(Collector):
     would change every other library's metrics, so retrymw filters its own collectors at scrape
     time instead. The series pre-created at zero (a pair's successes) need their ``_count`` for
     ``increase()`` to see the first event, not a row of zero buckets: the buckets appear with
-    the first observation (issue 31).
+    the first observation.
 
     Args:
         metric: the prometheus_client collector (created with ``registry=None``).
