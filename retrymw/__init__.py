@@ -42,10 +42,10 @@ from ._core.policy import CallState as CallState
 from ._core.policy import GiveUp as GiveUp
 from ._core.policy import Retry as Retry
 from ._core.policy import RetryPolicy as RetryPolicy
-from ._core.resume import ResumeExhausted as ResumeExhausted
-from ._core.resume import resume as resume
-from ._core.retrier import Retrier as Retrier
-from ._core.retrier import retry as retry
+from ._engine.resume import ResumeExhausted as ResumeExhausted
+from ._engine.resume import resume as resume
+from ._engine.retrier import Retrier as Retrier
+from ._engine.retrier import retry as retry
 from ._protect.breaker import CircuitBreaker as CircuitBreaker
 from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._protect.budget import RetryBudget as RetryBudget

@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ._core.clock import Clock
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._core.retrier import _DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._engine.retrier import _DEFAULT, BreakerArg, BudgetArg, ThrottleArg
 from ._http.client import request, request_sync
 from ._http.exchange import ATTEMPTS_EXTENSION
 from ._http.flavour import (

@@ -32,7 +32,7 @@ def test_public_classes_defined_in_private_modules_are_all_exported() -> None:
         "_core.events",
         "_core.matchers",
         "_core.policy",
-        "_core.retrier",
+        "_engine.retrier",
         "_protect.breaker",
         "_protect.budget",
         "_protect.registry",

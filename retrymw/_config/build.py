@@ -23,7 +23,7 @@ from .._core.suggestions import did_you_mean, listed
 if TYPE_CHECKING:
     import httpx
 
-    from .._core.retrier import Retrier
+    from .._engine.retrier import Retrier
     from .._protect.breaker import CircuitBreaker
     from .._protect.budget import RetryBudget
     from .._protect.throttle import AdaptiveThrottle
@@ -112,7 +112,7 @@ class RetryConfig:
         Raises:
             KeyError: no such policy.
         """
-        from .._core.retrier import Retrier
+        from .._engine.retrier import Retrier
 
         policy, protection = self._parts(name)
         path = f"retriers.{'' if name is None else name}"

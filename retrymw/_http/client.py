@@ -17,7 +17,7 @@ from typing import Any
 from .._core.errors import ConfigError
 from .._core.instruments import Instrument
 from .._core.policy import RetryPolicy
-from .._core.retrier import Retrier
+from .._engine.retrier import Retrier
 from ..instrumentation import default_instruments
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync

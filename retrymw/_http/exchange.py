@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
-from .._core.drivers import Plain
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
 from .._core.instruments import NO_SCOPES, Dispatch
-from .._core.layers import LAST_MARK, copy_mark
 from .._core.policy import RetryPolicy
-from .._core.retrier import _NOT_GIVEN
-from .._core.runtime import BodyEnding
+from .._engine.drivers import Plain
+from .._engine.layers import LAST_MARK, copy_mark
+from .._engine.retrier import _NOT_GIVEN
+from .._engine.runtime import BodyEnding
 from .._protect.targets import PerTarget
 from .flavour import Flavour
 from .limits import cap_phase_timeouts
@@ -38,7 +38,7 @@ from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync
 from .semantics import RETRY_COUNT_HEADER, HttpExchange, format_target
 
 if TYPE_CHECKING:
-    from .._core.retrier import Retrier
+    from .._engine.retrier import Retrier
 
 __all__ = [
     "ATTEMPTS_EXTENSION",

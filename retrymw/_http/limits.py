@@ -4,7 +4,7 @@ An async attempt is cancelled when its time is up (``anyio.fail_after`` in the e
 blocking one cannot be, and httpx's per-phase timeouts bound each socket operation, not their
 sum: a server sending one byte per read timeout keeps an attempt alive for as long as it
 likes. So the engine's sync driver runs a bounded attempt `within` its time limit
-(`retrymw._core.time_limits`), and the connection pool of an ``httpx.HTTPTransport`` gets a
+(`retrymw._engine.time_limits`), and the connection pool of an ``httpx.HTTPTransport`` gets a
 network backend (`bound_transport`) whose streams cut every connect, TLS handshake, read and
 write to what is left of it, raising httpcore's own timeout (which httpx reports as
 ``httpx.ConnectTimeout``, ``ReadTimeout`` or ``WriteTimeout``) once it has passed.
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
-from .._core.time_limits import remaining
+from .._engine.time_limits import remaining
 from .semantics import cut_timeouts
 
 __all__ = ["bound_transport", "cap_phase_timeouts", "time_left"]

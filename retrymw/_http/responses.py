@@ -29,8 +29,8 @@ from typing import Any, Final
 import anyio
 
 from .._core.events import BodyRead, BodyState
-from .._core.runtime import BodyEnding
-from .._core.time_limits import within
+from .._engine.runtime import BodyEnding
+from .._engine.time_limits import within
 from .semantics import content_length
 
 __all__ = [

@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from .._core.layers import Inbound, current
+from .._engine.layers import Inbound, current
 from .semantics import RETRY_COUNT_HEADER, sdk_retry_count
 
 __all__ = ["SdkAttempt", "SdkAttempts", "helper_count", "parse_count"]

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
-from .._core.resume import resume
-from .._core.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
-from .._core.retrier_args import default_budget
+from .._engine.resume import resume
+from .._engine.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
+from .._engine.retrier_args import default_budget
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._core.errors import CircuitOpenError, LoadShedError
 from .._core.events import BreakerStateChanged
-from .._core.retrier import Retrier
+from .._engine.retrier import Retrier
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.throttle import AdaptiveThrottle

@@ -24,7 +24,7 @@ from ..instrumentation import Instrument
 from ._common import human_duration, percent
 
 if TYPE_CHECKING:
-    from .._core.retrier import Retrier
+    from .._engine.retrier import Retrier
     from ._upstream import FlakyUpstream
 
 __all__ = ["DemoStats", "percentile", "progress_line", "summary"]

@@ -20,8 +20,8 @@ count relayed by a handler is never taken for the SDK in this process retrying
 from __future__ import annotations
 
 from .._core.exports import publish
-from .._core.layers import Inbound as Inbound
-from .._core.layers import current as current_request
+from .._engine.layers import Inbound as Inbound
+from .._engine.layers import current as current_request
 from ._asgi import RetryLayerMiddleware as RetryLayerMiddleware
 from ._inbound import ATTEMPT_HEADER as ATTEMPT_HEADER
 from ._inbound import INBOUND_METRIC as INBOUND_METRIC

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .._core.layers import serving
+from .._engine.layers import serving
 from ._inbound import ATTEMPT_HEADER, SHOULD_RETRY_HEADER, InboundRecorder, is_final_status
 
 if TYPE_CHECKING:

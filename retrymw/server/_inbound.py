@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from .._core.errors import ConfigError
-from .._core.layers import Inbound
+from .._engine.layers import Inbound
 from ..instrumentation._names import (
     INBOUND_ATTEMPTS,
     INBOUND_REQUESTS,

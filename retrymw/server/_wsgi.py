@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import ConfigError
-from .._core.layers import serving
+from .._engine.layers import serving
 from ._inbound import ATTEMPT_HEADER, SHOULD_RETRY_HEADER, InboundRecorder, is_final_status
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ import sniffio
 
 from .. import instrumentation
 from .._core import clock as _clock
-from .._core.retrier_args import reset_default_protection
+from .._engine.retrier_args import reset_default_protection
 from ._clocks import LoopClock, use_clock
 from ._fakes import FakeClock
 from ._recorder import Recorder

@@ -17,7 +17,7 @@ import weakref
 import pytest
 
 from retrymw import Retrier, RetryBudget, RetryPolicy
-from retrymw._core.retrier_args import default_budget, reset_default_protection
+from retrymw._engine.retrier_args import default_budget, reset_default_protection
 from retrymw.testing import FakeClock
 
 pytest_plugins = ["pytester"]

@@ -593,16 +593,16 @@ def test_breakers_are_built_once_per_config() -> None:
 
 _RUNTIME_READY = all(
     importlib.util.find_spec(name) is not None
-    for name in ("retrymw._core.retrier", "retrymw._protect.breaker", "retrymw._protect.budget")
+    for name in ("retrymw._engine.retrier", "retrymw._protect.breaker", "retrymw._protect.budget")
 )
 
 
 @pytest.mark.skipif(
-    not _RUNTIME_READY, reason="retrymw._core.retrier/_breaker/_budget are not written yet"
+    not _RUNTIME_READY, reason="retrymw._engine.retrier/_breaker/_budget are not written yet"
 )
 def test_retrier_uses_the_breaker_and_budget_named_like_the_policy() -> None:
     """`retrier(name)` passes the policy, its same-named budget, and turns the breaker on."""
-    from retrymw._core.retrier import Retrier
+    from retrymw._engine.retrier import Retrier
     from retrymw._protect.budget import RetryBudget
 
     config = load_config(

@@ -14,7 +14,7 @@ from retrymw._config.loader import load_config
 from retrymw._core.durations import MAX_DURATION
 from retrymw._core.errors import ConfigError
 from retrymw._core.policy import RetryPolicy
-from retrymw._core.retrier import Retrier
+from retrymw._engine.retrier import Retrier
 from retrymw.testing import FakeClock
 
 pytestmark = pytest.mark.skipif(

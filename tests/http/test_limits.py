@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from retrymw import RetryPolicy
-from retrymw._core.time_limits import within
+from retrymw._engine.time_limits import within
 from retrymw._http.limits import bound_transport, time_left
 from retrymw.httpx import ATTEMPTS_EXTENSION, RetryTransport
 from retrymw.testing import FakeClock

@@ -283,15 +283,15 @@ def test_the_key_belongs_to_one_call_not_to_the_calls_inside_it(tmp_path: Path) 
     seen: list[str | None] = []
 
     def outer_job() -> str:
-        seen.append(retrymw._core.resume.current_resume_key())
+        seen.append(retrymw._engine.resume.current_resume_key())
         return inner.call_sync(lambda: "inner")
 
     outer = Retrier(RetryPolicy(), store=store, clock=FakeClock(), instruments=())
     with resume("job"):
         assert outer.call_sync(outer_job) == "inner"
-        assert retrymw._core.resume.current_resume_key() == "job"
+        assert retrymw._engine.resume.current_resume_key() == "job"
     assert seen == [None]
-    assert retrymw._core.resume.current_resume_key() is None
+    assert retrymw._engine.resume.current_resume_key() is None
 
 
 @pytest.mark.anyio

@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from .._core.clock import Clock, async_waiter, waits_disabled
+from .._core.events import BodyRead, CallStarted, Outcome
+from .._core.instruments import NO_SCOPES, Dispatch, Hook, Scopes
+from .._core.policy import RetryPolicy
 from .callables import (
     SUSPECT_RESULTS,
     Refused,
@@ -21,10 +25,6 @@ from .callables import (
     refuse_async_result,
     refuse_unawaitable,
 )
-from .clock import Clock, async_waiter, waits_disabled
-from .events import BodyRead, CallStarted, Outcome
-from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
-from .policy import RetryPolicy
 from .reports import new_event
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .events import Outcome, RetryReason
-from .forks import ForkSafeLock
+from .._core.events import Outcome, RetryReason
+from .._core.forks import ForkSafeLock
 
 __all__ = [
     "FINAL_REASONS",

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import reports
-from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
-from .errors import CircuitOpenError, LoadShedError
-from .events import (
+from .._core.errors import CircuitOpenError, LoadShedError
+from .._core.events import (
     OVERLOAD_STATUSES,
     BodyRead,
     CallOutcome,
     Outcome,
     RetryReason,
 )
-from .instruments import NO_SCOPES, Dispatch, Scopes
+from .._core.instruments import NO_SCOPES, Dispatch, Scopes
+from .._core.matchers import status_of
+from .._core.policy import CallState, RetryPolicy
+from . import reports
+from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
 from .layers import FINAL_REASONS, LAST_MARK, retried_below
-from .matchers import status_of
-from .policy import CallState, RetryPolicy
 from .resume import ResumableRun
 from .retrier_args import _NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target

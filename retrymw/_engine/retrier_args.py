@@ -12,15 +12,15 @@ from collections.abc import Iterable
 from random import Random
 from typing import Any, Literal, overload
 
+from .._core.clock import Clock
+from .._core.errors import ConfigError
+from .._core.events import BreakerStateChanged
+from .._core.instruments import Dispatch, Instrument
+from .._core.policy import RetryPolicy
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
-from .clock import Clock
-from .errors import ConfigError
-from .events import BreakerStateChanged
-from .instruments import Dispatch, Instrument
-from .policy import RetryPolicy
 
 __all__ = ["BreakerArg", "BudgetArg", "ThrottleArg", "default_budget", "reset_default_protection"]
 

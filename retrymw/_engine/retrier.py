@@ -13,6 +13,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from .._core.clock import SYSTEM_CLOCK, Clock
+from .._core.instruments import NO_SCOPES, Dispatch, Hook, Scopes
+from .._core.policy import RetryPolicy
+from .._core.redact import safe_repr
 from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
 from .callables import (
@@ -25,12 +29,8 @@ from .callables import (
     operation_name,
     sync_result_error,
 )
-from .clock import SYSTEM_CLOCK, Clock
 from .drivers import Engine
-from .instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .layers import LAST_MARK
-from .policy import RetryPolicy
-from .redact import safe_repr
 
 # Re-exported: the transports and `_http.exchange` import these sentinels from here.
 from .retrier_args import _DEFAULT as _DEFAULT

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, TypeVar
 
-from .redact import safe_repr
+from .._core.redact import safe_repr
 
 __all__ = [
     "SUSPECT_RESULTS",

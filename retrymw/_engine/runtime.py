@@ -15,9 +15,9 @@ from .._protect.throttle import AdaptiveThrottle
 if TYPE_CHECKING:
     from random import Random
 
+    from .._core.clock import Clock
+    from .._core.events import BodyRead, Outcome
     from ..stores import Store
-    from .clock import Clock
-    from .events import BodyRead, Outcome
 
 __all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "Runtime", "for_target"]
 

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 
-from .errors import ConfigError, RetrymwError
-from .redact import safe_repr
+from .._core.errors import ConfigError, RetrymwError
+from .._core.redact import safe_repr
 
 if TYPE_CHECKING:
+    from .._core.clock import Clock
+    from .._core.events import RetryReason
+    from .._core.policy import CallState, RetryPolicy
     from ..stores import Claim, ResumeRecord, Store
-    from .clock import Clock
-    from .events import RetryReason
-    from .policy import CallState, RetryPolicy
 
 __all__ = ["ResumableRun", "ResumeExhausted", "current_resume_key", "resume"]
 

@@ -6,11 +6,11 @@ outcome, the note on the raised exception) so the wording lives in one place.
 
 from __future__ import annotations
 
-from .errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
-from .events import CallOutcome, Outcome, RetryReason
+from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .._core.events import CallOutcome, Outcome, RetryReason
+from .._core.policy import CallState, RetryPolicy
+from .._core.redact import safe_repr
 from .layers import current, mark
-from .policy import CallState, RetryPolicy
-from .redact import safe_repr
 
 __all__ = ["OUTCOME_OF_REASON", "OUTCOME_OF_REFUSAL", "ending_error", "error_type", "mark_final"]
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from .endings import error_type
-from .events import (
+from .._core.events import (
     AttemptFinished,
     AttemptOutcome,
     AttemptStarted,
@@ -22,8 +21,9 @@ from .events import (
     RetryReason,
     RetryScheduled,
 )
-from .instruments import Dispatch, Hook, Scopes
-from .policy import RetryPolicy
+from .._core.instruments import Dispatch, Hook, Scopes
+from .._core.policy import RetryPolicy
+from .endings import error_type
 from .runtime import Runtime
 
 if TYPE_CHECKING:
