@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import anyio
-import sniffio
 
 __all__ = [
     "SYSTEM_CLOCK",
@@ -60,9 +57,10 @@ class SystemClock:
 
     __slots__ = ()
 
-    #: See `Clock.now`. Read after every attempt, so it is `time.monotonic` itself (no Python
-    #: frame) until `replace_default_clock` swaps in `_delegated_now`, and back.
-    now: Callable[[], float] = staticmethod(time.monotonic)
+    def now(self) -> float:
+        """See `Clock.now`."""
+        clock = _default_clock
+        return time.monotonic() if clock is None else clock.now()
 
     def wall(self) -> float:
         """See `Clock.wall`."""
@@ -72,13 +70,7 @@ class SystemClock:
     def sleep(self, seconds: float) -> Awaitable[None]:
         """See `Clock.sleep` (the awaitable of the clock that does the sleeping)."""
         clock = _default_clock
-        if clock is not None:
-            return clock.sleep(seconds)
-        if _on_asyncio():
-            # The loop's own sleep: anyio's adds a backend lookup and nothing else on asyncio
-            # (cancel scopes cancel the task either way), about 2.5 µs per wait.
-            return asyncio.sleep(seconds)
-        return anyio.sleep(seconds)
+        return anyio.sleep(seconds) if clock is None else clock.sleep(seconds)
 
     def sleep_sync(self, seconds: float) -> None:
         """See `Clock.sleep_sync`."""
@@ -108,15 +100,7 @@ def replace_default_clock(clock: Clock | None) -> Clock | None:
     global _default_clock
     previous = _default_clock
     _default_clock = None if isinstance(clock, SystemClock) else clock
-    now: Any = staticmethod(time.monotonic) if _default_clock is None else _delegated_now
-    SystemClock.now = now
     return previous
-
-
-def _delegated_now(_: SystemClock) -> float:
-    """`SystemClock.now` while a test's clock stands in for it."""
-    clock = _default_clock
-    return time.monotonic() if clock is None else clock.now()
 
 
 def set_instant_everywhere(on: bool) -> bool:
@@ -132,29 +116,10 @@ def waits_disabled() -> bool:
     return _instant_everywhere or _WAITS_DISABLED.get()
 
 
-def _on_asyncio() -> bool:
-    """Whether the running coroutine runs on asyncio rather than trio (anyio's two backends).
-
-    sniffio's own answer without its asyncio task lookup (which costs a wait about 0.9 µs, paid
-    wherever trio is merely imported, as httpcore does when it is installed): trio, and
-    trio-asyncio in either mode, name themselves in sniffio's thread-local or context variable;
-    with neither set, the loop is asyncio's. Without trio imported, it can only be asyncio's.
-    """
-    return "trio" not in sys.modules or (
-        sniffio.thread_local.name is None and sniffio.current_async_library_cvar.get() is None
-    )
-
-
 def async_waiter(clock: Clock) -> Callable[[float], Awaitable[None]] | None:
-    """What a retry's wait awaits on ``clock`` now: ``None`` under ``instant()``.
-
-    Asked before every wait: the system clock on asyncio (no test clock standing in) is the
-    loop's own ``asyncio.sleep``, as in `SystemClock.sleep`.
-    """
+    """What a retry's wait awaits on ``clock`` now: ``None`` under ``instant()``."""
     if _instant_everywhere or _WAITS_DISABLED.get():
         return None
-    if clock is SYSTEM_CLOCK and _default_clock is None and _on_asyncio():
-        return asyncio.sleep
     return clock.sleep
 
 
