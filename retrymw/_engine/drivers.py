@@ -25,7 +25,6 @@ from .callables import (
     refuse_async_result,
     refuse_unawaitable,
 )
-from .reports import new_event
 from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
 from .run import AttemptAdapter, CallRun
 from .runtime import for_target
@@ -159,7 +158,9 @@ class Engine:
             return started, NO_SCOPES, operation
         operation = operation or operation_name(fn)
         policy = self.policy
-        event = new_event(CallStarted, (policy.name, operation, operation, policy.attempts, None))
+        event = CallStarted(
+            policy=policy.name, target=operation, operation=operation, max_attempts=policy.attempts
+        )
         return started, Dispatch.enter(dispatch.fast_call_started, event), operation
 
     def abandon_plain(
@@ -225,7 +226,7 @@ class Engine:
         )
         run.attempt = 1
         run.result, run.status = response, status
-        outcome = Outcome(1, head_at - started, None, response, status)
+        outcome = Outcome(attempt=1, elapsed=head_at - started, result=response, status=status)
         run.pending = (outcome, False, head_at)
         run.body_ended(body, error)
 

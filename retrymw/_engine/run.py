@@ -30,10 +30,6 @@ from .runtime import AttemptAdapter, Runtime, for_target
 
 __all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
 
-_new_outcome = tuple.__new__
-# `finish_attempt` fills every field of `Outcome` positionally; a new field must be added there too.
-assert len(Outcome._fields) == 8, Outcome._fields
-
 
 class CallRun(CallState):
     """One call's state and bookkeeping; every decision is delegated to `RetryPolicy.decide`.
@@ -228,10 +224,8 @@ class CallRun(CallState):
             outcome = adapter.outcome(self.attempt, now - self.started_at, result, error)
             status = outcome.status
         else:
-            # The outcome built here (this runs after every attempt), as a tuple: half the
-            # cost of the NamedTuple's generated __new__. An exception's status is for matchers
-            # and telemetry: the implicit "any exception" rule with nobody listening never reads
-            # it (three attribute lookups).
+            # An exception's status is for matchers and telemetry: the implicit "any exception"
+            # rule with nobody listening never reads it.
             matcher = policy.retry_on
             if error is not None:
                 wanted = matcher is not None or self.dispatch.observes_outcomes
@@ -239,9 +233,12 @@ class CallRun(CallState):
             else:
                 wanted = matcher is not None and matcher.uses_results
                 status = status_of(result) if wanted else None
-            outcome = _new_outcome(
-                Outcome,
-                (self.attempt, now - self.started_at, error, result, status, None, None, None),
+            outcome = Outcome(
+                attempt=self.attempt,
+                elapsed=now - self.started_at,
+                exception=error,
+                result=result,
+                status=status,
             )
         self.result, self.error, self.status = result, error, status
         # `decide`, without its decision objects (this runs after every attempt): a delay for
@@ -511,7 +508,9 @@ class CallRun(CallState):
             self.error = self.resume.exhausted(self.attempt, reason)
 
     def _last_outcome(self) -> Outcome:
-        return Outcome(self.attempt, 0.0, self.error, self.result, self.status)
+        return Outcome(
+            attempt=self.attempt, exception=self.error, result=self.result, status=self.status
+        )
 
     def _deny(self, reason: RetryReason, outcome: Outcome) -> None:
         self.reason = reason

@@ -375,17 +375,29 @@ class HttpExchange:
         """Describe one attempt: status, the server's hints and the veto that applies."""
         if error is not None:
             veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
-            return Outcome(attempt, elapsed, error, None, None, None, veto)
+            return Outcome(attempt=attempt, elapsed=elapsed, exception=error, veto=veto)
         # Kept so that a call ending in an error (a raising retry_on predicate) can close it.
         self._latest = result
         result.extensions[self._attempts_key] = attempt
         status: int = result.status_code
         if status < 400:  # the success path reads no header
-            return Outcome(attempt, elapsed, None, result, status, None, self._veto_sent)
+            return Outcome(
+                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
+            )
         hints = read_hints(result.headers, status, self._clock.wall())
         if hints is NO_HINTS:
-            return Outcome(attempt, elapsed, None, result, status, None, self._veto_sent)
+            return Outcome(
+                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
+            )
         said_no: RetryReason | None = (
             "server_said_no" if hints.should_retry is False else self._veto_sent
         )
-        return Outcome(attempt, elapsed, None, result, status, hints.delay, said_no, hints.header)
+        return Outcome(
+            attempt=attempt,
+            elapsed=elapsed,
+            result=result,
+            status=status,
+            retry_after=hints.delay,
+            veto=said_no,
+            retry_after_header=hints.header,
+        )
