@@ -8,13 +8,12 @@ attempt, ask the run (which asks the pure `RetryPolicy.decide`) what follows, sl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from random import Random
 from types import CoroutineType
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from .._core.clock import Clock, async_waiter, waits_disabled
+from .._core.clock import async_waiter, waits_disabled
 from .._core.events import BodyRead, CallStarted, Outcome
 from .._core.instruments import NO_SCOPES, Dispatch, Hook, Scopes
 from .._core.policy import RetryPolicy
@@ -25,14 +24,13 @@ from .callables import (
     refuse_async_result,
     refuse_unawaitable,
 )
-from .retrier_args import _NOT_GIVEN, BreakerArg, BudgetArg, ThrottleArg
+from .retrier_args import _NOT_GIVEN
 from .run import AttemptAdapter, CallRun
-from .runtime import for_target
+from .runtime import Runtime, for_target
 from .time_limits import within
 
 if TYPE_CHECKING:
     from .._protect.budget import RetryBudget
-    from ..stores import Store
 
 __all__ = ["Engine", "Plain"]
 
@@ -49,36 +47,20 @@ class Engine:
     """A `Retrier`'s state and its drivers; `Retrier` sets every slot in its constructor."""
 
     __slots__ = (
-        "_admits_attempts",
-        "_breaker",
-        "_budget",
-        "_budget_reported_at",
-        "_clock",
         "_dispatch",
         "_full",
         "_funded",
-        "_gates_retries",
         "_quiet",
-        "_rng",
-        "_store",
-        "_throttle",
+        "_runtime",
         "policy",
     )
 
     policy: RetryPolicy
-    _admits_attempts: bool  # a breaker or throttle admits each attempt
-    _breaker: BreakerArg
-    _budget: BudgetArg
-    _budget_reported_at: float
-    _clock: Clock
     _dispatch: Dispatch
     _full: tuple[Dispatch, Plain]  # the dispatch of every instrument, and its calls' `Plain`
     _funded: RetryBudget | None
-    _gates_retries: bool  # a breaker or budget may withhold a retry the policy grants
     _quiet: tuple[Dispatch, Plain] | None  # the same without the idle instruments, if any
-    _rng: Random
-    _store: Store | None
-    _throttle: ThrottleArg
+    _runtime: Runtime  # what every call reads: effects and protection
 
     def _current(self) -> tuple[Dispatch, Plain]:
         """The dispatch for a call starting now, and how its policy may run the first attempt."""
@@ -106,9 +88,9 @@ class Engine:
         # The plain path runs the first attempt with no bookkeeping at all; anything that must
         # observe or bound that first attempt sends calls down the full path instead.
         if (
-            self._breaker is not None
-            or self._throttle is not None
-            or self._store is not None
+            self._runtime.breaker is not None
+            or self._runtime.throttle is not None
+            or self._runtime.store is not None
             or policy.timeout is not None
             or policy.deadline is not None
             or (not transport and policy.retry_on is not None and policy.retry_on.uses_results)
@@ -126,13 +108,13 @@ class Engine:
         `plain_first_attempt` returned), ``started`` the clock's time when the attempt began.
         An instrument that raises is disabled, as in every hook.
         """
-        now = self._clock.now()
+        runtime = self._runtime
+        now = runtime.clock.now()
         budget_available = None
-        if self._budget is not None and now - self._budget_reported_at >= 1.0:
+        if runtime.budget is not None and runtime.budget_gauge_due(now):
             # As on the full path: the gauge is refreshed at most once a second on success.
-            budget = for_target(self._budget, target)
+            budget = for_target(runtime.budget, target)
             if budget is not None:  # pragma: no branch - a PerTarget always gives one
-                self._budget_reported_at = now
                 budget_available = budget.available()
         duration = now - started
         for guard, method in hooks:
@@ -153,7 +135,7 @@ class Engine:
         fails, the scopes go to `execute_async` / `execute_sync` with ``plain_path``; if it
         raises past the retrier (cancellation), to `abandon_plain`.
         """
-        started = self._clock.now()
+        started = self._runtime.clock.now()
         if not dispatch.fast_call_started:
             return started, NO_SCOPES, operation
         operation = operation or operation_name(fn)
@@ -180,7 +162,7 @@ class Engine:
         ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
         scopes `open_plain` entered. The front door names the call as for `execute_async`."""
         run = CallRun(
-            self,
+            self._runtime,
             policy or self.policy,
             operation,
             target,
@@ -222,7 +204,15 @@ class Engine:
             self.report_first_success(hooks, policy.name, target, started)
             return
         run = CallRun(
-            self, policy, operation, target, None, request, since, started, (dispatch, NO_SCOPES)
+            self._runtime,
+            policy,
+            operation,
+            target,
+            None,
+            request,
+            since,
+            started,
+            (dispatch, NO_SCOPES),
         )
         run.attempt = 1
         run.result, run.status = response, status
@@ -261,7 +251,7 @@ class Engine:
         it (`open_plain`; `NO_SCOPES` when none).
         """
         run = CallRun(
-            self,
+            self._runtime,
             policy or self.policy,
             operation,
             target,
@@ -271,7 +261,7 @@ class Engine:
             started,
             (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
-        clock = self._clock
+        clock = self._runtime.clock
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
         # A resumed call's store I/O runs in worker threads, awaited here, before the sync
         # step that adopts it: it never blocks the event loop (`ResumableRun`).
@@ -350,7 +340,7 @@ class Engine:
         """Sync twin of `execute_async`: same `CallRun`, blocking sleeps; an attempt's time limit
         bounds what honours `within` (a blocking attempt cannot be cancelled)."""
         run = CallRun(
-            self,
+            self._runtime,
             policy or self.policy,
             operation,
             target,
@@ -360,7 +350,7 @@ class Engine:
             started,
             (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
         )
-        clock = self._clock
+        clock = self._runtime.clock
         bounded = run.policy.timeout is not None or run.policy.deadline is not None
         try:
             delay = run.open(first_result, first_error)

@@ -53,7 +53,7 @@ class ReportedCall(Protocol):
     result: object
     outcome: CallOutcome
     status: int | None
-    retrier: Runtime
+    runtime: Runtime
     budget: RetryBudget | None
     body: BodyRead | None
 
@@ -171,14 +171,12 @@ def call_finished(run: ReportedCall, hooks: tuple[Hook, ...], error: BaseExcepti
         failure = type(error).__qualname__
     else:
         failure = None if run.status is None else str(run.status)
-    retrier = run.retrier
-    now = retrier._clock.now()
+    runtime = run.runtime
+    now = runtime.clock.now()
     budget_available = None
-    # Reading the budget folds its lock-free success count under a lock: worth it on every
-    # call that retried, and at most once a second on the success path so the gauge still
-    # shows the bucket refilling.
-    if run.budget is not None and (run.attempt > 1 or now - retrier._budget_reported_at >= 1.0):
-        retrier._budget_reported_at = now
+    # Reading the budget costs a lock: worth it on every call that retried, at most once a
+    # second on the success path (`Runtime.budget_gauge_due`).
+    if run.budget is not None and (run.attempt > 1 or runtime.budget_gauge_due(now)):
         budget_available = run.budget.available()
     Dispatch.emit(
         hooks,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -47,6 +46,7 @@ from .retrier_args import (
     default_budget,
 )
 from .run import for_target
+from .runtime import Runtime
 
 if TYPE_CHECKING:
     from ..stores import Store
@@ -107,41 +107,35 @@ class Retrier(Engine):
         _check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
         if store is not None:
             _check_store(store)
-        self._store = store
         self.policy = policy if policy is not None else RetryPolicy()
-        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        # A fleet shares the default budget per operation: one target's retries are paid by
-        # that target, never by another retrier's successes under the same policy name.
-        self._budget: BudgetArg = budget
+        clock = clock if clock is not None else SYSTEM_CLOCK
         if budget is _DEFAULT:
-            self._budget = (
-                default_budget(self._clock)
-                if fleet is None
-                else default_budget(self._clock, per_target=True)
+            # A fleet shares the default budget per operation: one target's retries are paid by
+            # that target, never by another retrier's successes under the same policy name.
+            budget = (
+                default_budget(clock) if fleet is None else default_budget(clock, per_target=True)
             )
-        # The plain success path funds one budget without a lookup (a PerTarget needs the target).
-        self._funded: RetryBudget | None = (
-            self._budget if isinstance(self._budget, RetryBudget) else None
+        self._runtime = Runtime(
+            clock=clock,
+            rng=rng if rng is not None else Random(),
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            store=store,
         )
-        self._throttle: ThrottleArg = throttle
+        # The plain success path funds one budget without a lookup (a PerTarget needs the target).
+        self._funded: RetryBudget | None = budget if isinstance(budget, RetryBudget) else None
         if instruments is None:
             from ..instrumentation import default_instruments
 
             instruments = default_instruments()
         self._dispatch = Dispatch(instruments)
-        self._breaker: BreakerArg = breaker
         if breaker is not None and self._dispatch.breaker_state_changed:
             # The user's own breaker reports to this retrier's instruments; the same instruments
             # listen once however many retriers and transports share the breaker.
             breaker.add_listener(_BreakerEvents(self._dispatch))
-        self._admits_attempts = breaker is not None or throttle is not None
-        self._gates_retries = (
-            breaker is not None or throttle is not None or self._budget is not None
-        )
-        self._rng = rng if rng is not None else Random()
-        self._budget_reported_at = -math.inf
         if fleet is not None:
-            for protection in (self._breaker, self._budget, self._throttle):
+            for protection in (breaker, budget, throttle):
                 if protection is not None:  # a budget's fleet key names its policy
                     fleet.attach(protection, owner=self.policy.name)
         self._announce()
@@ -162,7 +156,7 @@ class Retrier(Engine):
         if not dispatch.attached:  # nobody listens: no listener left on a shared PerTarget
             return
         dispatch.attach(name, "", self.policy)
-        for protection in (self._breaker, self._budget, self._throttle):
+        for protection in (self._runtime.breaker, self._runtime.budget, self._runtime.throttle):
             if isinstance(protection, PerTarget):
                 # The listener first: a target created meanwhile is announced twice, never
                 # missed (instruments tolerate a repeat).
@@ -177,26 +171,31 @@ class Retrier(Engine):
     @property
     def clock(self) -> Clock:
         """The clock this retrier reads and sleeps on."""
-        return self._clock
+        return self._runtime.clock
 
     @property
     def budget(self) -> BudgetArg:
         """The cross-call retry budget (or `PerTarget` of them) in use, or ``None``."""
-        return self._budget
+        return self._runtime.budget
 
     @property
     def breaker(self) -> BreakerArg:
         """The circuit breaker (or `PerTarget` of them) given, itself, or ``None``."""
-        return self._breaker
+        return self._runtime.breaker
 
     @property
     def throttle(self) -> ThrottleArg:
         """The adaptive throttle (or `PerTarget` of them) given, itself, or ``None``."""
-        return self._throttle
+        return self._runtime.throttle
+
+    @property
+    def store(self) -> Store | None:
+        """The store that resumes keyed calls across restarts, or ``None``."""
+        return self._runtime.store
 
     def budget_for(self, target: str) -> RetryBudget | None:
         """The budget a call to ``target`` spends and funds (created for a new target)."""
-        return for_target(self._budget, target)
+        return for_target(self._runtime.budget, target)
 
     def __repr__(self) -> str:
         return f"<Retrier policy={self.policy.name!r} attempts={self.policy.attempts}>"
@@ -414,7 +413,7 @@ class Retrier(Engine):
         funded = self._funded
         if funded is not None:
             funded._count_success()  # `record_success` without its frame
-        elif self._budget is not None:
+        elif self._runtime.budget is not None:
             self._record_success(operation, fn)
         if started is not None:
             self.report_first_success(
@@ -425,7 +424,7 @@ class Retrier(Engine):
 
     def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
         """Fund the budget for a call that succeeded on the plain path."""
-        budget = self._budget
+        budget = self._runtime.budget
         if isinstance(budget, PerTarget):
             budget = budget.for_target(operation or operation_name(fn))
         if budget is not None:

@@ -58,8 +58,8 @@ class CallRun(CallState):
         "request",
         "result",
         "resume",
-        "retrier",
         "retry_admitted",
+        "runtime",
         "serial",
         "sleep_scopes",
         "status",
@@ -70,7 +70,7 @@ class CallRun(CallState):
 
     def __init__(
         self,
-        retrier: Runtime,
+        runtime: Runtime,
         policy: RetryPolicy,
         operation: str,
         target: str | None,
@@ -80,7 +80,7 @@ class CallRun(CallState):
         started: float | None,
         path: tuple[Dispatch, Scopes],
     ) -> None:
-        self.retrier = retrier
+        self.runtime = runtime
         self.policy = policy
         self.operation = operation
         self.target = target if target is not None else operation
@@ -91,13 +91,13 @@ class CallRun(CallState):
         # hear half a call); any other call takes the current dispatch and enters its own.
         self.dispatch, self.call_scopes = path
         self.attempt = 0
-        self.started_at = retrier._clock.now() if started is None else started
+        self.started_at = runtime.clock.now() if started is None else started
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
         self.instrument_time = 0.0
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
-        breaker, budget, throttle = retrier._breaker, retrier._budget, retrier._throttle
+        breaker, budget, throttle = runtime.breaker, runtime.budget, runtime.throttle
         self.breaker = breaker if breaker is None else for_target(breaker, self.target)
         self.budget = budget if budget is None else for_target(budget, self.target)
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
@@ -116,19 +116,19 @@ class CallRun(CallState):
         # read (`_follows_body`), and how that body was read (`body_ended`).
         self.pending: tuple[Outcome, bool, float] | None = None
         self.body: BodyRead | None = None
-        store = retrier._store
+        store = runtime.store
         # Its store I/O is bounded by what the deadline leaves (`deadline_left`).
         self.resume = (
             None
             if store is None
-            else ResumableRun.open(store, policy, retrier._clock, self.deadline_left)
+            else ResumableRun.open(store, policy, runtime.clock, self.deadline_left)
         )
         # Whether a retry the policy grants may yet be withheld (`_withheld`).
-        self.withholds = retrier._gates_retries or self.resume is not None
+        self.withholds = runtime.gates_retries or self.resume is not None
         # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
         # timing it): when not, the drivers only count it.
         self.guarded = (
-            retrier._admits_attempts or self.resume is not None or self.dispatch.times_attempts
+            runtime.admits_attempts or self.resume is not None or self.dispatch.times_attempts
         )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
         # a call resumed from a bare first attempt read it before that attempt.
@@ -140,7 +140,7 @@ class CallRun(CallState):
         """Announce the call and enter the instruments' call scopes."""
         hooks = self.dispatch.call_started
         if hooks:
-            clock = self.retrier._clock
+            clock = self.runtime.clock
             reported_from = clock.now()
             self.call_scopes = reports.call_started(self, hooks)
             self.instrument_time += clock.now() - reported_from
@@ -193,12 +193,12 @@ class CallRun(CallState):
         self.attempt += 1
         hooks = self.dispatch.attempt_started
         if hooks:
-            clock = self.retrier._clock
+            clock = self.runtime.clock
             self.attempt_started_at = clock.now()
             self.attempt_scopes = reports.attempt_started(self, hooks)
             self.instrument_time += clock.now() - self.attempt_started_at
         elif self.dispatch.attempt_finished:
-            self.attempt_started_at = self.retrier._clock.now()
+            self.attempt_started_at = self.runtime.clock.now()
         return True
 
     def attempt_limit(self) -> float | None:
@@ -206,19 +206,19 @@ class CallRun(CallState):
         policy = self.policy
         if policy.deadline is None:
             return policy.timeout
-        return policy.attempt_limit(self.elapsed(self.retrier._clock.now()))
+        return policy.attempt_limit(self.elapsed(self.runtime.clock.now()))
 
     def deadline_left(self) -> float | None:
         """The time the policy's ``deadline`` leaves the call now, or ``None`` without one."""
         deadline = self.policy.deadline
         if deadline is None:
             return None
-        return deadline - self.elapsed(self.retrier._clock.now())
+        return deadline - self.elapsed(self.runtime.clock.now())
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""
         policy = self.policy
-        now = self.retrier._clock.now()
+        now = self.runtime.clock.now()
         adapter = self.adapter
         if adapter is not None:
             outcome = adapter.outcome(self.attempt, now - self.started_at, result, error)
@@ -243,7 +243,7 @@ class CallRun(CallState):
         self.result, self.error, self.status = result, error, status
         # `decide`, without its decision objects (this runs after every attempt): a delay for
         # a retry, a reason for a give-up, neither when the outcome is accepted.
-        step = policy._next_step(self, outcome, now, self.retrier._rng)
+        step = policy._next_step(self, outcome, now, self.runtime.rng)
         matched = step is not None
         if self.admitted:
             self.admitted = False
@@ -294,7 +294,7 @@ class CallRun(CallState):
 
         The time their hooks take is the instruments' own (`CallState.instrument_time`).
         """
-        clock = self.retrier._clock
+        clock = self.runtime.clock
         reported_from = clock.now()
         dispatch = self.dispatch
         hooks = dispatch.attempt_finished
@@ -325,7 +325,7 @@ class CallRun(CallState):
             self.attempt_scopes.suspend()
             self.call_scopes.suspend()
         elif hooks or self.call_scopes is not NO_SCOPES:
-            clock = self.retrier._clock
+            clock = self.runtime.clock
             reported_from = clock.now()
             if hooks:
                 reports.call_finished(self, hooks, error)
@@ -371,7 +371,7 @@ class CallRun(CallState):
         if pending is None:
             return
         outcome, matched, head_at = pending
-        now = self.retrier._clock.now()
+        now = self.runtime.clock.now()
         first = body.time_to_first_byte
         # The body's first byte came ``first`` seconds after the head, which came when the
         # attempt's outcome was decided.

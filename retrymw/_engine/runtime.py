@@ -1,11 +1,12 @@
-"""What a `CallRun` is given: the `Retrier` it reads (`Runtime`), a front door's
+"""What a `CallRun` is given: its retrier's effects and protection (`Runtime`), a front door's
 `AttemptAdapter`, and `for_target`, which picks the protection instance governing a target.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, final
 
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
@@ -36,18 +37,59 @@ def for_target(protection: K | PerTarget[K] | None, target: str) -> K | None:
     return protection
 
 
-class Runtime(Protocol):
-    """What a call reads from the `Retrier` that runs it: its effects and its protection."""
+@final
+class Runtime:
+    """What every call of one `Retrier` reads: its effects (the clock, the random source), the
+    protection that governs it (the user's own objects, or their `PerTarget`) and the store that
+    resumes it. Built once by the retrier and handed to each `CallRun`.
 
-    _clock: Clock
-    _rng: Random
-    _admits_attempts: bool
-    _gates_retries: bool
-    _budget: RetryBudget | PerTarget[RetryBudget] | None
-    _budget_reported_at: float
-    _store: Store | None
-    _breaker: CircuitBreaker | PerTarget[CircuitBreaker] | None
-    _throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
+    Attributes:
+        admits_attempts: a breaker or throttle admits each attempt.
+        gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
+    """
+
+    __slots__ = (
+        "_budget_read_at",
+        "admits_attempts",
+        "breaker",
+        "budget",
+        "clock",
+        "gates_retries",
+        "rng",
+        "store",
+        "throttle",
+    )
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        rng: Random,
+        breaker: CircuitBreaker | PerTarget[CircuitBreaker] | None,
+        budget: RetryBudget | PerTarget[RetryBudget] | None,
+        throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None,
+        store: Store | None,
+    ) -> None:
+        self.clock = clock
+        self.rng = rng
+        self.breaker = breaker
+        self.budget = budget
+        self.throttle = throttle
+        self.store = store
+        self.admits_attempts = breaker is not None or throttle is not None
+        self.gates_retries = breaker is not None or throttle is not None or budget is not None
+        self._budget_read_at = -math.inf
+
+    def budget_gauge_due(self, now: float) -> bool:
+        """Whether a call that succeeded at ``now`` reads the budget for its gauge.
+
+        Reading folds the budget's lock-free success count under a lock: at most once a second
+        on the success path, so that the gauge still shows the bucket refilling.
+        """
+        if now - self._budget_read_at < 1.0:
+            return False
+        self._budget_read_at = now
+        return True
 
 
 class AttemptAdapter(Protocol):

@@ -95,7 +95,7 @@ class TransportCore:
         The key is scoped by host, so two APIs' keys never share a record; a key `resume`
         refuses (empty, over 1024 characters) leaves the request without one.
         """
-        if self.retrier._store is None or IDEMPOTENCY_KEY_HEADER not in request.headers:
+        if self.retrier.store is None or IDEMPOTENCY_KEY_HEADER not in request.headers:
             return None
         key = request.headers[IDEMPOTENCY_KEY_HEADER]
         if not key:
