@@ -508,8 +508,9 @@ def slowness(layout: Layout) -> list[Builder[Any]]:
         .id(layout.id())
         .title("Attempts per admitted call distribution")
         .description(
-            "Admitted calls of the selected time range by the number of attempts they made "
-            "(cumulative buckets: le=2 counts calls with one or two attempts)."
+            "Admitted calls of the selected time range by the number of attempts they made: "
+            "each bar counts the calls above the bound of the bar before it, up to its own "
+            "(8 counts calls of 7 or 8 attempts, +Inf those of more than 10)."
         )
         .datasource(DATASOURCE)
         .grid_pos(layout.place(12, 8))

@@ -62,17 +62,41 @@ def fetch(live: harness.IncidentStack, panel: dict[str, Any]) -> Series:
     for target in panel["targets"]:
         expr = expression(target["expr"])
         template = target.get("legendFormat", "")
+        results: Series = []
         if target.get("instant"):
             for result in live.prometheus.query(expr, live.end):
                 name = legend(template, result["metric"])
-                found.append((name, [], [float(result["value"][1])]))
-            continue
-        for result in live.prometheus.query_range(expr, live.start, live.end, 15):
-            # Minutes since the start of the run.
-            xs = [(float(t) - live.start) / 60 for t, _ in result["values"]]
-            ys = [float(v) for _, v in result["values"]]
-            found.append((legend(template, result["metric"]), xs, ys))
-    return sorted(found)
+                results.append((name, [], [float(result["value"][1])]))
+        else:
+            for result in live.prometheus.query_range(expr, live.start, live.end, 15):
+                # Minutes since the start of the run.
+                xs = [(float(t) - live.start) / 60 for t, _ in result["values"]]
+                ys = [float(v) for _, v in result["values"]]
+                results.append((legend(template, result["metric"]), xs, ys))
+        if target.get("format") == "heatmap":
+            found.extend(buckets(results))  # in bucket order, as Grafana shows them
+        else:
+            found.extend(sorted(results))
+    return found
+
+
+def buckets(series: Series) -> Series:
+    """Grafana's ``heatmap`` query format: cumulative ``le`` buckets (named by their bound)
+    sorted by bound and de-accumulated, each one counting what falls between the bound below
+    and its own; every bucket on the same steps (0 where a series has no point)."""
+    ordered = sorted(series, key=lambda item: float(item[0]))
+    steps = sorted({x for _, xs, _ in ordered for x in xs})
+    found: Series = []
+    below = [0.0] * max(len(steps), 1)
+    for name, xs, ys in ordered:
+        if steps:
+            points = dict(zip(xs, ys, strict=True))
+            values = [points.get(x, 0.0) for x in steps]
+        else:  # an instant query's one value
+            values = ys[-1:]
+        found.append((name, steps, [y - b for y, b in zip(values, below, strict=True)]))
+        below = values
+    return found
 
 
 def fetch_cells(live: harness.IncidentStack, panel: dict[str, Any]) -> Cells:
@@ -193,6 +217,13 @@ def _draw(axes: Any, panel: dict[str, Any], series: Series) -> None:
                 axes.broken_barh([(x, 0.25)], (row + 0.1, 0.8), color=color)
             axes.text(0.1, row + 0.5, name, va="center", fontsize=8, color=BACKGROUND)
         axes.set_yticks([])
+        return
+    if kind == "heatmap" and series:
+        # One row per bucket, in bound order, coloured by its count at each step, as Grafana.
+        rows = range(len(series))
+        counts = [ys for _, _, ys in series]
+        axes.pcolormesh(series[0][1], rows, counts, cmap="inferno", shading="nearest")
+        axes.set_yticks(rows, [name for name, _, _ in series], fontsize=6)
         return
     for index, (name, xs, ys) in enumerate(series[:12]):
         axes.plot(xs, ys, linewidth=1.2, label=name, color=PALETTE[index % len(PALETTE)])

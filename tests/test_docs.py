@@ -226,7 +226,7 @@ def _metrics_table() -> str:
         "| Prometheus name | type | labels | OTel instrument (unit) | buckets |",
         "|---|---|---|---|---|",
     ]
-    for spec in names.METRICS:
+    for spec in (*names.METRICS, *names.BODY_METRICS):
         kind: str = spec.kind
         if spec.multiprocess_mode:
             kind += f" (multiprocess `{spec.multiprocess_mode}`)"

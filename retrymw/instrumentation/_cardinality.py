@@ -87,9 +87,15 @@ class Cardinality:
         self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
         pair = worst_series((names.LABEL_POLICY, names.LABEL_TARGET))
         self._circuit_series = worst_series((names.LABEL_CIRCUIT,))
-        # Set aside: the (_other, _other) pair, the _other circuit, and the overflow point of
-        # the OpenTelemetry HTTP metric (one attempt-duration histogram).
-        reserve = pair + self._circuit_series + names.ATTEMPT_DURATION.series
+        # Set aside: the (_other, _other) pair, the _other circuit, and the overflow points of
+        # the HTTP metrics (OpenTelemetry's one attempt-duration histogram, and on both paths
+        # one of each response-body histogram).
+        reserve = (
+            pair
+            + self._circuit_series
+            + names.ATTEMPT_DURATION.series
+            + sum(spec.series for spec in names.BODY_METRICS)
+        )
         self._limit = names.MAX_SERIES - reserve
         self._new_until = self._limit - pair
         self.spent = 0

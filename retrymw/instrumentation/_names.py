@@ -33,11 +33,20 @@ from .._core.events import CircuitState
 from ._specs import BoundedValues as BoundedValues
 from ._specs import Kind as Kind
 from ._specs import MetricSpec as MetricSpec
+from ._specs import prometheus_label as prometheus_label
 from ._specs import prometheus_name as prometheus_name
 
 # The vocabulary (labels, attribute keys, span and event names) is in `_vocab`.
 from ._vocab import *  # noqa: F403 - re-exports the whole vocabulary
 from ._vocab import (
+    ATTR_ERROR_TYPE,
+    ATTR_HTTP_METHOD,
+    ATTR_HTTP_STATUS_CODE,
+    ATTR_METRIC_OVERFLOW,
+    ATTR_NETWORK_PROTOCOL_VERSION,
+    ATTR_SERVER_ADDRESS,
+    ATTR_SERVER_PORT,
+    ATTR_URL_SCHEME,
     LABEL_ATTEMPT_OUTCOME,
     LABEL_CIRCUIT,
     LABEL_CIRCUIT_PREVIOUS_STATE,
@@ -444,9 +453,51 @@ HTTP_CLIENT_REQUEST_DURATION = "http.client.request.duration"
 #: recorded on the HTTP path for the attempt whose response a call returned, once its body
 #: has been read or closed.
 HTTP_CLIENT_RESPONSE_BODY_SIZE = "http.client.response.body.size"
-#: OpenTelemetry path, beside the semconv HTTP metrics: seconds from the start of the attempt
-#: whose response a call returned to the first byte of its body.
+#: Seconds from the start of the attempt whose response a call returned to the first byte of
+#: its body, beside the semconv HTTP metrics.
 RESPONSE_TIME_TO_FIRST_BYTE = "retrymw.response.time_to_first_byte"
+
+#: The attributes of the response-body metrics, those of ``http.client.request.duration``
+#: (`_http_semconv.body_attributes`), and the SDK's overflow attribute for the sets past the
+#: series bound. Their Prometheus labels are the keys translated (`prometheus_label`).
+BODY_ATTRIBUTES = (
+    ATTR_HTTP_METHOD,
+    ATTR_SERVER_ADDRESS,
+    ATTR_SERVER_PORT,
+    ATTR_URL_SCHEME,
+    ATTR_HTTP_STATUS_CODE,
+    ATTR_NETWORK_PROTOCOL_VERSION,
+    ATTR_ERROR_TYPE,
+    ATTR_METRIC_OVERFLOW,
+)
+#: The OpenTelemetry SDK's default explicit buckets, which ``http.client.response.body.size``
+#: gets (the semconv advises none), in bytes.
+BODY_SIZE_BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
+RESPONSE_BODY_SIZE = MetricSpec(
+    prometheus_name(HTTP_CLIENT_RESPONSE_BODY_SIZE, "By", "histogram"),
+    HTTP_CLIENT_RESPONSE_BODY_SIZE,
+    "histogram",
+    "By",
+    tuple(prometheus_label(key) for key in BODY_ATTRIBUTES),
+    "Size of HTTP client response bodies (the response a call returned).",
+    BODY_SIZE_BUCKETS,
+    semconv=BODY_ATTRIBUTES,
+)
+TIME_TO_FIRST_BYTE = MetricSpec(
+    prometheus_name(RESPONSE_TIME_TO_FIRST_BYTE, "s", "histogram"),
+    RESPONSE_TIME_TO_FIRST_BYTE,
+    "histogram",
+    "s",
+    tuple(prometheus_label(key) for key in BODY_ATTRIBUTES),
+    "Seconds from the start of the attempt whose response a call returned to the first byte "
+    "of its body.",
+    ATTEMPT_DURATION_BUCKETS,
+    semconv=BODY_ATTRIBUTES,
+)
+#: The metrics of the body of the response an HTTP call returned, recorded when it ends (read,
+#: closed, cut or stalled), on both paths: one series set per `BODY_ATTRIBUTES` values, made
+#: at its first record (never before: an idle pair has none).
+BODY_METRICS: tuple[MetricSpec, ...] = (RESPONSE_BODY_SIZE, TIME_TO_FIRST_BYTE)
 
 # Spans: how the body of the response a call returned was read, on the CLIENT span
 # of the attempt that produced it, which lasts until then.

@@ -11,7 +11,7 @@ from typing import Literal
 from .._core.forks import ForkSafeLock
 from ._vocab import ATTRIBUTE_OF_LABEL
 
-__all__ = ["BoundedValues", "Kind", "MetricSpec", "prometheus_name"]
+__all__ = ["BoundedValues", "Kind", "MetricSpec", "prometheus_label", "prometheus_name"]
 
 Kind = Literal["counter", "histogram", "gauge"]
 
@@ -29,6 +29,8 @@ class MetricSpec:
         description: the help text.
         buckets: histogram bucket upper bounds (``+Inf`` implied).
         multiprocess_mode: how prometheus_client multiprocess mode merges a gauge's values.
+        semconv: the OTel attribute keys, for a metric labelled by the HTTP semantic
+            conventions (its labels are their `prometheus_label`); ``None`` for retrymw's own.
     """
 
     prometheus: str
@@ -39,10 +41,13 @@ class MetricSpec:
     description: str
     buckets: tuple[float, ...] | None = None
     multiprocess_mode: str | None = None
+    semconv: tuple[str, ...] | None = None
 
     @property
     def attributes(self) -> tuple[str, ...]:
         """The OTel attribute keys matching `labels`."""
+        if self.semconv is not None:
+            return self.semconv
         return tuple(ATTRIBUTE_OF_LABEL[label] for label in self.labels)
 
     @property
@@ -78,6 +83,18 @@ def prometheus_name(otel_name: str, unit: str, kind: Kind) -> str:
     if kind == "counter" and not name.endswith("_total"):
         name += "_total"
     return name
+
+
+def prometheus_label(attribute: str) -> str:
+    """Translate an OTel attribute key to its Prometheus label, as the OTel exporters do.
+
+    Args:
+        attribute: the key, e.g. ``server.address``.
+
+    Returns:
+        The label name, e.g. ``server_address``.
+    """
+    return _INVALID.sub("_", attribute)
 
 
 class BoundedValues:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from random import Random
 
+import httpx
 import prometheus_client.metrics
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -20,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from retrymw import (
     AdaptiveThrottle,
+    AttemptFinished,
+    BodyRead,
     CircuitBreaker,
     PerTarget,
     Retrier,
@@ -214,3 +217,40 @@ def test_policy_names_are_capped_like_targets() -> None:
     assert len(policies) == names.MAX_POLICIES + 1
     assert names.OVERFLOW in policies
     assert sum(value for _, value in calls) == count
+
+
+def test_body_series_are_bounded_and_every_body_counted() -> None:
+    """The response-body metrics (one series set per host, method, status...) go through the
+    same ledger: past the bound, new sets record in the OpenTelemetry SDK's overflow set
+    (``otel_metric_overflow="true"``), the registry stays within `names.MAX_SERIES`, and every
+    body is still counted."""
+    registry = CollectorRegistry()
+    instrument = PrometheusInstrument(registry)
+    hosts = 1_500  # 37 body series each: far past 20 000
+    for index in range(hosts):
+        request = httpx.Request("GET", f"https://h{index}.example/v1")
+        instrument.attempt_finished(
+            AttemptFinished(
+                policy="api",
+                target=f"h{index}.example",
+                operation="GET",
+                attempt=1,
+                attempt_outcome="success",
+                duration=0.01,
+                error_type=None,
+                status=200,
+                result=httpx.Response(200, request=request),
+                body=BodyRead(state="completed", size=700, time_to_first_byte=0.005),
+            )
+        )
+    samples = exposition(registry)
+    assert len(samples) <= names.MAX_SERIES
+    size = names.RESPONSE_BODY_SIZE.prometheus + "_count"
+    counts = {
+        labels.get("server_address") or labels["otel_metric_overflow"]: value
+        for name, labels, value in samples
+        if name == size
+    }
+    assert sum(counts.values()) == hosts
+    assert counts["true"] > 0  # the overflow set
+    assert "h0.example" in counts

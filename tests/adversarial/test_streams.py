@@ -11,6 +11,7 @@ stops; the limits tested are far below every generous deadline.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,10 +23,18 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 import retrymw.httpx
-from retrymw import AttemptFinished, CallFinished, ConfigError, RetryPolicy
+from retrymw import (
+    AttemptFinished,
+    CallFinished,
+    CircuitBreaker,
+    ConfigError,
+    PerTarget,
+    RetryPolicy,
+)
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock, RecordingInstrument
@@ -310,3 +319,130 @@ def test_body_limits_refuse_what_is_not_a_positive_number(field: str, value: Any
         retrymw.httpx.RetryTransport(instruments=(), **bad)
     good: dict[str, Any] = {field: 30.0}
     assert getattr(retrymw.httpx.RetryTransport(instruments=(), **good), field) == 30.0
+
+
+# -- the body metrics: the same series on both export paths ----------------------------------------
+
+#: The response-body metrics' Prometheus names (`names.BODY_METRICS`).
+BODY_NAMES = tuple(spec.prometheus for spec in names.BODY_METRICS)
+
+
+def _body_series(
+    registry: CollectorRegistry,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The body metrics' samples of a registry's exposition, by name and sorted labels; a label
+    with an empty value is no label (as Prometheus stores it), ``le`` a number."""
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if sample.name.startswith(BODY_NAMES):
+                labels = {key: value for key, value in sample.labels.items() if value}
+                if "le" in labels:
+                    labels["le"] = repr(float(labels["le"]))
+                found[sample.name, tuple(sorted(labels.items()))] = sample.value
+    return found
+
+
+class BothPaths:
+    """A registry fed by `PrometheusInstrument`, one fed by OpenTelemetry's Prometheus exporter
+    from `OpenTelemetryInstrument` (metrics only), and a transport for each."""
+
+    def __init__(self, clock: FakeClock, *, breaker: bool) -> None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+        self.direct, self.translated = CollectorRegistry(), CollectorRegistry()
+        reader = PrometheusMetricReader(
+            disable_target_info=True, scope_info_enabled=False, registry=self.translated
+        )
+        self.meter_provider = MeterProvider(metric_readers=[reader])
+        self.transports = [
+            retrymw.httpx.RetryTransport(
+                policy=RetryPolicy(name="p", attempts=3),
+                # A breaker sends every call down the full path; without one, a transport whose
+                # only instrument is Prometheus takes the fast path (no events).
+                breaker=PerTarget(CircuitBreaker(name="p", clock=clock)) if breaker else None,
+                instruments=[instrument],
+                clock=clock,
+            )
+            for instrument in (
+                PrometheusInstrument(self.direct),
+                OpenTelemetryInstrument(meter_provider=self.meter_provider),
+            )
+        ]
+
+    def get(self, url: str) -> None:
+        """The same request through each path, its body read (an error of the body kept)."""
+        for transport in self.transports:
+            with httpx.Client(transport=transport) as client, contextlib.suppress(httpx.HTTPError):
+                client.get(url)
+
+    def close(self) -> None:
+        self.meter_provider.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("step", "error_type"),
+    [
+        pytest.param(Step(200, body=BODY, chunked=True), None, id="completed"),
+        pytest.param(
+            Step(200, body=BODY[:400], truncate=True), "httpx.RemoteProtocolError", id="cut"
+        ),
+        pytest.param(Step(503, body=b"busy"), "503", id="error-status"),
+    ],
+)
+def test_the_body_metrics_are_the_same_series_on_both_paths(
+    server: FlakyServer, clock: FakeClock, step: Step, error_type: str | None
+) -> None:
+    """``http_client_response_body_size_bytes`` and
+    ``retrymw_response_time_to_first_byte_seconds``: the OpenTelemetry path recorded them, the
+    Prometheus path did not. Now the same series (labels by the HTTP semantic conventions, as
+    ``http.client.request.duration``'s), the same size buckets and counts, on both."""
+    url = server.script(step)
+    paths = BothPaths(clock, breaker=True)
+    try:
+        paths.get(url)
+        direct, translated = _body_series(paths.direct), _body_series(paths.translated)
+    finally:
+        paths.close()
+    assert translated, "the OpenTelemetry path records the body"
+    assert set(direct) == set(translated)
+    size = names.RESPONSE_BODY_SIZE.prometheus
+    for key, value in translated.items():
+        if key[0].startswith(size) or key[0].endswith("_count"):  # times differ, sizes do not
+            assert direct[key] == value, key
+    counts = [key for key in direct if key[0] == size + "_count"]
+    assert len(counts) == 1
+    labels = dict(counts[0][1])
+    port = url.split("/")[2].rsplit(":", 1)[1]
+    assert labels == {
+        "http_request_method": "GET",
+        "server_address": "127.0.0.1",
+        "server_port": port,
+        "url_scheme": "http",
+        "http_response_status_code": str(step.status),
+        "network_protocol_version": "1.1",
+        **({"error_type": error_type} if error_type else {}),
+    }
+    sizes = {name: value for (name, _), value in direct.items() if name.startswith(size + "_s")}
+    assert sizes == {size + "_sum": float(len(step.body))}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the engine's fast path reports a first-attempt success with "
+    "first_attempt_succeeded(policy, target, duration, budget), which carries no body: a "
+    "Prometheus-only transport without breaker, throttle or time limit records no successful "
+    "body until the engine hands the body to that hook",
+)
+def test_a_fast_path_body_is_recorded_too(server: FlakyServer, clock: FakeClock) -> None:
+    """Without a breaker, a transport whose only instrument is Prometheus runs the first
+    attempt bare (the fast path): its body's series should be the OpenTelemetry path's."""
+    url = server.script(Step(200, body=BODY, chunked=True))
+    paths = BothPaths(clock, breaker=False)
+    try:
+        paths.get(url)
+        direct, translated = _body_series(paths.direct), _body_series(paths.translated)
+    finally:
+        paths.close()
+    assert translated
+    assert set(direct) == set(translated)

@@ -266,6 +266,10 @@ def test_an_unreadable_object_is_left_out_and_others_still_reported(
 # -- the same series from creation on both paths (issue 31) ---------------------------------------
 
 
+#: What `exported` reads: retrymw's own metrics and the response-body ones (semconv-named).
+EXPORTED = ("retrymw_", *(spec.prometheus for spec in names.BODY_METRICS))
+
+
 def exported(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every retrymw sample of a registry's exposition, by name and sorted labels; a label with
     an empty value is no label, as Prometheus stores it (``error_type=""`` on a success), and
@@ -273,7 +277,7 @@ def exported(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, st
     found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         for sample in family.samples:
-            if sample.name.startswith("retrymw_"):
+            if sample.name.startswith(EXPORTED):
                 labels = {key: value for key, value in sample.labels.items() if value}
                 if "le" in labels:
                     labels["le"] = repr(float(labels["le"]))
@@ -382,3 +386,54 @@ def test_the_first_trip_reads_the_same_on_both_paths() -> None:
 
 
 HISTOGRAMS = tuple(spec.prometheus for spec in names.METRICS if spec.kind == "histogram")
+
+
+def test_an_http_call_has_the_same_series_on_both_paths() -> None:
+    """An HTTP call through a transport with a breaker (every call on the full path), its body
+    read: the same series on both paths, the response-body metrics included
+    (``http_client_response_body_size_bytes``, ``retrymw_response_time_to_first_byte_seconds``),
+    with the same values but the times; only the empty refusal histograms are Prometheus's."""
+    import httpx
+
+    import retrymw.httpx
+
+    clock = FakeClock()
+    body = b"x" * 600
+    for direct, translated, instruments in both_paths(clock):
+        transports = []  # alive while read: a budget that is gone reads NaN
+        for instrument in instruments:
+            transport = retrymw.httpx.RetryTransport(
+                # Streamed (an iterator), as a network response is: bytes would be read at once.
+                transport=httpx.MockTransport(
+                    lambda request: httpx.Response(200, content=iter([body[:100], body[100:]]))
+                ),
+                policy=RetryPolicy(name="api"),
+                breaker=PerTarget(CircuitBreaker(name="api", clock=clock)),
+                instruments=[instrument],
+                clock=clock,
+            )
+            with httpx.Client(transport=transport) as client:
+                assert client.get("https://h.example/v1").content == body
+            transports.append(transport)
+        prometheus, otel = exported(direct), exported(translated)
+        refusals = {
+            key
+            for key in prometheus
+            if key[0].startswith(names.CALL_DURATION.prometheus)
+            and dict(key[1]).get(names.LABEL_OUTCOME) == "circuit_open"
+        }
+        assert set(otel) == set(prometheus) - refusals
+        size = names.RESPONSE_BODY_SIZE.prometheus
+        timed = names.TIME_TO_FIRST_BYTE.prometheus + "_"
+        for key, value in otel.items():
+            if not key[0].startswith(timed) or key[0].endswith("_count"):
+                assert prometheus[key] == pytest.approx(value), key
+        labels = {
+            "http_request_method": "GET",
+            "server_address": "h.example",
+            "server_port": "443",
+            "url_scheme": "https",
+            "http_response_status_code": "200",
+            "network_protocol_version": "1.1",
+        }
+        assert otel[size + "_sum", tuple(sorted(labels.items()))] == len(body)

@@ -36,7 +36,7 @@ from tests.system import require_binary
 pytestmark = pytest.mark.anyio
 
 LIVE_GAUGES = {spec.prometheus for spec in names.LIVE_GAUGES}
-SPECS = {spec.prometheus: spec for spec in names.METRICS}
+SPECS = {spec.prometheus: spec for spec in (*names.METRICS, *names.BODY_METRICS)}
 P, T = POLICY, TARGET
 
 

@@ -27,6 +27,7 @@ from ..._core.events import (
 )
 from ..._core.instruments import Instrument
 from .. import _names as names
+from .._http_semconv import body_attributes
 from .exemplar import exemplar_reader
 from .metrics import metrics_for
 from .metrics import observe as _observe
@@ -51,6 +52,11 @@ class PrometheusInstrument(Instrument):
     ``_other``; ``error_type`` keeps 50, then ``_OTHER``. The registry's retrymw series never
     pass 20 000 (``MAX_SERIES``): a record whose own series would not fit is counted under its
     policy's ``_other`` target, else under ``_other`` for both (docs/telemetry.md).
+
+    The body of the response an HTTP call returned is recorded when it ends, as the
+    OpenTelemetry path records it: ``http_client_response_body_size_bytes`` and
+    ``retrymw_response_time_to_first_byte_seconds``, labelled by the HTTP semantic conventions
+    (``server_address``... as ``http.client.request.duration``), made at their first record.
 
     Under prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), counters and
     histograms are summed over workers, ``retrymw_retry_budget_available`` reports the lowest
@@ -78,13 +84,20 @@ class PrometheusInstrument(Instrument):
         self._metrics.attach(event.policy, event.target, event.subject)
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
-        """Observe the attempt's duration (its ``_count`` counts the attempt)."""
+        """Observe the attempt's duration (its ``_count`` counts the attempt), and for the
+        attempt whose response an HTTP call returned, its body's size and time to first byte."""
         metrics = self._metrics
         key = (event.policy, event.target, event.attempt_outcome, event.error_type)
         child = metrics.attempt_children.get(key)
         if child is None:
             child = metrics.attempt(*key)
         _observe(child, names.ATTEMPT_DURATION_BUCKETS, event.duration, _exemplar())
+        body = event.body
+        if body is not None:
+            size, first_byte = metrics.body_of(body_attributes(event, metrics.error_type))
+            size.observe(body.size)
+            if body.time_to_first_byte is not None:
+                first_byte.observe(body.time_to_first_byte)
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Observe the backoff delay and the budget's tokens."""

@@ -49,6 +49,13 @@ _DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "she
 #: The outcome of a call a breaker or a throttle refuses before any attempt: its call series
 #: exists from the object's creation too, so that the refused share counts the first refusals.
 _REFUSAL_OF = {"breaker": "circuit_open", "throttle": "shed"}
+#: The response-body metrics' labels for the attribute sets past the series bound: the
+#: OpenTelemetry SDK's overflow set (``otel_metric_overflow="true"`` alone), as on that path.
+_BODY_OVERFLOW = tuple(
+    "true" if key == names.ATTR_METRIC_OVERFLOW else "" for key in names.BODY_ATTRIBUTES
+)
+#: What one attribute set of the response-body metrics adds to the ledger.
+_BODY_SERIES = sum(spec.series for spec in names.BODY_METRICS)
 
 
 class Metrics:
@@ -70,6 +77,9 @@ class Metrics:
         self.breaker_gauges = {spec: create(registry, spec) for spec, _ in BREAKER_READERS}
         self.circuit_info = create(registry, names.CIRCUIT_INFO)
         self.policy_info = create(registry, names.POLICY_INFO)
+        # The body of the response an HTTP call returned: made at their first record only.
+        self.body_size = create(registry, names.RESPONSE_BODY_SIZE)
+        self.first_byte = create(registry, names.TIME_TO_FIRST_BYTE)
         self.bounds = Cardinality()
         self.target = self.bounds.target
         self.error_type = self.bounds.error_type
@@ -85,6 +95,8 @@ class Metrics:
         self.success_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.budget_children: dict[tuple[str, str], Any] = {}
         self.denied_children: dict[tuple[str, str, str], Any] = {}
+        # The body-size and first-byte children, by their label values.
+        self.body_children: dict[tuple[str, ...], tuple[Any, Any]] = {}
         self.pairs: set[tuple[str, str]] = set()
         # Announced objects (`Attached`). A protection shared by every target of a policy is
         # announced with target "": it is wired to each (policy, target) as the target appears.
@@ -364,6 +376,20 @@ class Metrics:
         if pair == (policy, raw_target):
             self.denied_children[policy, raw_target, reason] = child
         return child
+
+    def body_of(self, attributes: dict[str, Any]) -> tuple[Any, Any]:
+        """The body-size and time-to-first-byte children for a response's attributes
+        (`_http_semconv.body_attributes`): series of their own while they fit the bound
+        (`Cardinality.admit`), else the overflow set, as on the OpenTelemetry path."""
+        values = tuple(str(attributes.get(key, "")) for key in names.BODY_ATTRIBUTES)
+        children = self.body_children.get(values)
+        if children is not None:
+            return children
+        if not self.bounds.admit((names.RESPONSE_BODY_SIZE.prometheus, *values), _BODY_SERIES):
+            values = _BODY_OVERFLOW
+        children = (self.body_size.labels(*values), self.first_byte.labels(*values))
+        self.body_children[values] = children  # admitted or the overflow set: bounded
+        return children
 
 
 def observe(histogram: Any, bounds: Sequence[float], value: float, exemplar: Any) -> None:
