@@ -47,7 +47,7 @@ class _Redis:
 
     def start(self) -> None:
         try:
-            from retrymw.fleet._server import RedisLaunchError, RedisServerProcess
+            from retrymw.cli.demo._redis_server import RedisLaunchError, RedisServerProcess
         except ImportError:  # pragma: no cover - the benchmarks install redis
             return
         try:

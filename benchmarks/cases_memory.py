@@ -67,26 +67,26 @@ def _per_call(case: Case, calls: int) -> Case:
     return Case(case.name, case.library, make, case.mode, case.baseline)
 
 
-def _breakers(window: Any, max_keys: int) -> Callable[[], Prepared]:
+def _breakers(window: Any, max_targets: int) -> Callable[[], Prepared]:
     def make() -> Prepared:
         try:
-            from retrymw import CircuitBreaker, CircuitBreakerRegistry
+            from retrymw import CircuitBreaker, PerTarget
         except ImportError as error:
-            raise Unavailable(f"retrymw._protect.breaker not importable ({error})") from None
+            raise Unavailable(f"retrymw._protect.targets not importable ({error})") from None
 
         def measure() -> float:
             template = CircuitBreaker(name="http", window=window)
             tracemalloc.start()
             try:
                 before = tracemalloc.get_traced_memory()[0]
-                registry = CircuitBreakerRegistry(template, max_keys=max_keys)
+                breakers = PerTarget(template, max_targets=max_targets)
                 for i in range(BREAKERS):
-                    registry.get(f"host{i}")
+                    breakers.for_target(f"host{i}")
                 used = tracemalloc.get_traced_memory()[0] - before
             finally:
                 tracemalloc.stop()
-            if len(registry) != min(BREAKERS, max_keys + 1):
-                raise AssertionError(f"registry holds {len(registry)} breakers")
+            if len(breakers) != min(BREAKERS, max_targets):
+                raise AssertionError(f"PerTarget holds {len(breakers)} breakers")
             return used / BREAKERS
 
         return Prepared(measure=measure)
@@ -95,7 +95,7 @@ def _breakers(window: Any, max_keys: int) -> Callable[[], Prepared]:
 
 
 def groups(quick: bool) -> list[Group]:
-    """Peak bytes per call for the success paths, and the keyed-breaker registry."""
+    """Peak bytes per call for the success paths, and breakers kept per target."""
     calls = 20 if quick else 200
     rounds = 1 if quick else 3  # tracemalloc figures barely vary between rounds
     success = {group.name: group for group in cases_core.groups(quick)}
@@ -113,22 +113,24 @@ def groups(quick: bool) -> list[Group]:
     ]
     breakers = Group(
         "memory-breakers",
-        f"Memory of {BREAKERS:,} keyed circuit breakers",
-        f"`CircuitBreakerRegistry(template, max_keys=...).get(f'host{{i}}')` for {BREAKERS:,} "
-        "keys, traced bytes retained per key (tracemalloc); keys beyond `max_keys` share one "
-        "`_other` breaker.",
+        f"Memory of {BREAKERS:,} circuit breakers per target",
+        f"`PerTarget(template, max_targets=...).for_target(f'host{{i}}')` for {BREAKERS:,} "
+        "targets, traced bytes retained per target (tracemalloc); past `max_targets` the least "
+        "recently used idle target is evicted.",
         [
             Case(
-                "max_keys=10 000, count window (default)",
+                "max_targets=10 000, count window (default)",
                 "retrymw",
                 _breakers(100, BREAKERS),
                 mode="sync",
             ),
-            Case("max_keys=10 000, time window 10s", "retrymw", _breakers("10s", BREAKERS), "sync"),
-            Case("max_keys=1024 (default)", "retrymw", _breakers(100, 1024), "sync"),
+            Case(
+                "max_targets=10 000, time window 10s", "retrymw", _breakers("10s", BREAKERS), "sync"
+            ),
+            Case("max_targets=1024 (default)", "retrymw", _breakers(100, 1024), "sync"),
         ],
         unit="B",
-        per="key",
+        per="target",
         max_repeats=rounds,
     )
     return [*per_call, breakers]

@@ -50,7 +50,6 @@ from ._protect.breaker import CircuitBreaker as CircuitBreaker
 from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._protect.budget import RetryBudget as RetryBudget
 from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
-from ._protect.registry import CircuitBreakerRegistry as CircuitBreakerRegistry
 from ._protect.targets import PerTarget as PerTarget
 from ._protect.throttle import AdaptiveThrottle as AdaptiveThrottle
 from ._protect.throttle import AdaptiveThrottleStatistics as AdaptiveThrottleStatistics
@@ -70,7 +69,6 @@ __all__ = [
     "CallStarted",
     "CallState",
     "CircuitBreaker",
-    "CircuitBreakerRegistry",
     "CircuitBreakerStatistics",
     "CircuitOpenError",
     "Clock",

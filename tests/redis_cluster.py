@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from retrymw.fleet._server import answers_ping, stop_process
+from retrymw.cli.demo._redis_server import answers_ping, stop_process
 from tests.system import require_binary
 
 __all__ = ["RedisCluster", "redis_cluster"]

@@ -1,10 +1,10 @@
 """A real ``redis-server`` on 127.0.0.1 for the tests: no persistence, its files in a temp dir.
 
-`RedisServer` is the package's own launcher (`retrymw.fleet._server.RedisServerProcess`, the
-one ``retrymw demo --fleet`` uses): it starts Debian's redis-server on a free port, waits
-(bounded) until it answers ``PING``, and stops it by its pid. Without the binary the test
-fails (`tests.system.require_binary`), never skips. The fleet tests reuse it; `redis_server` is
-the context manager the fixtures wrap.
+`RedisServer` is the package's own launcher (`RedisServerProcess` of
+`retrymw.cli.demo._redis_server`, the one ``retrymw demo --fleet`` uses): it starts Debian's
+redis-server on a free port, waits (bounded) until it answers ``PING``, and stops it by its
+pid. Without the binary the test fails (`tests.system.require_binary`), never skips. The
+fleet tests reuse it; `redis_server` is the context manager the fixtures wrap.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from retrymw.fleet._server import RedisServerProcess, free_port
+from retrymw.cli.demo._redis_server import RedisServerProcess, free_port
 from tests.system import require_binary
 
 __all__ = ["RedisServer", "redis_server"]

@@ -35,7 +35,6 @@ def test_public_classes_defined_in_private_modules_are_all_exported() -> None:
         "_engine.retrier",
         "_protect.breaker",
         "_protect.budget",
-        "_protect.registry",
         "_protect.targets",
         "_protect.throttle",
         "_config.loader",

@@ -1,8 +1,8 @@
 """`to_mapping`: a `RetryPolicy` written back in the canonical config form `load_config` reads.
 
 Writing config is the inverse of loading it and shares none of its validation, so it lives
-apart from `_config`, which re-exports `to_mapping`. The canonical forms are spelled here, so
-`_config`'s error messages take their ``backoff`` and ``retry_on`` examples from this module.
+apart from `loader`, which re-exports `to_mapping`. The canonical forms are spelled here, so
+`loader`'s error messages take their ``backoff`` and ``retry_on`` examples from this module.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .._core.policy import RetryPolicy
 
 __all__ = ["to_mapping"]
 
-# Examples of the canonical forms, for error messages here and in `_config`.
+# Examples of the canonical forms, for error messages here and in `loader`.
 _BACKOFF = '"exponential" or {exponential: {base: 3.0}}'
 _MATCHER = '["timeout", "network", "5xx", 429, {pattern: "reset by peer"}, {status: [502, 503]}]'
 

@@ -7,8 +7,8 @@ strategy to its options, including the legacy ``initial`` (``delay`` for ``fixed
 ``multiplier`` (``base``). Durations are ``30s``, ``500ms``, ``2m30s``, ``1h30m`` or ``{secs,
 nanos}``; unlike the Python API, config rejects bare numbers, whose unit a reader must guess.
 
-Reading a file into data is `_config_file`'s; the way back, `to_mapping`, is `_config_dump`'s
-and re-exported here.
+Reading a file into data is `files`'s; the way back, `to_mapping`, is `dump`'s and
+re-exported here.
 """
 
 from __future__ import annotations

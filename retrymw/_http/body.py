@@ -3,7 +3,7 @@
 A retry resends the request, so its body must be readable again. These functions buffer a
 streaming body up to a limit, like `httpx.Request.aread` but bounded, and report whether it can be
 replayed; a longer body, or one whose reading fails, is sent once as it was. They are apart from
-`retrymw.httpx` because both the transports and the client helpers (`_httpx_client`) use them,
+`retrymw.httpx` because both the transports and the client helpers (`client`) use them,
 and nothing else about a request concerns them. They serve httpx and httpx2 alike: the
 flavour's module (``httpx`` or ``httpx2``) is an argument, for its stream classes.
 """

@@ -1,33 +1,13 @@
 """Server hints: what an HTTP response says about retrying it, read from its headers.
 
-Pure and free of httpx (headers are anything with a case-insensitive ``get``), so the rules are
-tested against a fixed "now" without a client or a loop. `read_hints` reads every dialect a
-real API sends and returns the longest delay any of them asks for (never retry earlier than the
-server said) with the header that asked, and ``x-should-retry``'s verdict:
-
-=============================== ==========================================================
-``x-should-retry``              ``true`` / ``false`` (the OpenAI and Anthropic APIs)
-``retry-after-ms``              milliseconds, a decimal number (OpenAI, Azure)
-``Retry-After``                 delta-seconds or an HTTP-date (RFC 9110 §10.2.3)
-``x-amz-retry-after``           milliseconds (AWS)
-``RateLimit``                   ``"name";r=0;t=30`` items, or ``limit=.., remaining=0, reset=30``
-                                (draft-ietf-httpapi-ratelimit-headers)
-``RateLimit-Reset``             delta-seconds (the draft's earlier separate fields)
-``X-RateLimit-Reset``           delta-seconds, or Unix time when at least `EPOCH_THRESHOLD`
-                                (GitHub, Twitter...), or Unix milliseconds from 1e12
-``x-ratelimit-reset-requests``  a duration such as ``6m0s``, ``12ms``, ``1.5s`` (OpenAI),
-``x-ratelimit-reset-tokens``    likewise
-``anthropic-ratelimit-*-reset`` an RFC 3339 time (requests, tokens, input-tokens,
-                                output-tokens)
-=============================== ==========================================================
-
-The rate-limit resets say when a *limit* refills, not that this response was refused for it, so
-each applies only when its own ``remaining`` counterpart says ``0``, or is absent on a 429.
-A zero, negative or past hint means "use the backoff"; garbage is ignored (logged at DEBUG) and
-never raises. A header value is outside input: a value longer than `MAX_HINT_LENGTH` is ignored
-unread, and every parser here also runs in time linear in its input (each pattern is matched
-once, anchored, and a loop stops at the first part that does not fit), so a hostile header
-costs no more than a real one.
+`read_hints` reads every dialect a real API sends (``Retry-After``, ``retry-after-ms``,
+``x-should-retry``, ``x-amz-retry-after``, the ``RateLimit`` drafts, ``X-RateLimit-Reset``,
+OpenAI's and Anthropic's resets; docs/http.md has the table) and returns the longest delay any
+of them asks for, with the header that asked, and ``x-should-retry``'s verdict. It is pure and
+free of httpx (headers are anything with a case-insensitive ``get``), so the rules are tested
+against a fixed "now". A header is outside input: garbage is ignored (logged at DEBUG), a value
+longer than `MAX_HINT_LENGTH` is ignored unread, and every parser runs in time linear in its
+input (each pattern matched once, anchored), so a hostile header costs no more than a real one.
 """
 
 from __future__ import annotations

@@ -1,54 +1,13 @@
 """`CircuitBreaker`: one circuit's states, rules and statistics.
 
-States: ``closed`` (everything passes), ``open`` (everything is rejected until the recovery
-timeout ends) and ``half_open`` (exactly ``half_open_max_calls`` probes at a time; the rest are
-rejected at once). The only transitions are closed→open, open→half_open, half_open→closed and
-half_open→open.
+A closed circuit opens on consecutive failed attempts or on a failure rate over a sliding
+window; after the recovery timeout exactly ``half_open_max_calls`` probes decide whether it
+closes, and only a probe's own verdict moves a half-open circuit. The rules, the defaults and
+the measurements behind them are in docs/protection.md. The arguments are checked in
+`settings`, the windows are `windows`'s, the probes' permits `probes`'s.
 
-A closed circuit opens on either of two signals, both counted per *attempt*:
-
-* ``failure_threshold`` consecutive failures (default 20), the classic rule; and
-* a failure rate of at least ``failure_rate_threshold`` (default 80%) over a sliding ``window``
-  (default the last 100 attempts; ``"10s"`` makes it time-based) once it holds
-  ``minimum_calls`` attempts (default 50).
-
-Why these defaults: at 20% independent failures and 100 calls/s (about 450 000 attempts an hour
-with retries), 20 failures in a row has probability 0.2**20 ≈ 1e-14 per attempt and an 80%
-rate over 50-100 attempts below 1e-15 per window, so the circuit never opens in an hour (10
-consecutive failures would trip about once in 27 hours; ``minimum_calls=20`` about once in 400
-fresh windows). A dead dependency trips the consecutive rule after 20 attempts, 0.2 s at
-100 calls/s; a mostly-dead one (80% failures or more) trips the rate rule within one window.
-
-Why 80%, not 50%: a breaker must not turn a partial failure into a total one. One dead
-backend of two behind a round-robin balancer fails half the attempts, independently; a
-breaker that opens at 50% over 100 attempts sits on its own threshold, trips at random (110
-times in 10 minutes at 100 calls/s), stays open 5 s and reopens when its single probe draws
-the dead backend, so it was open 91% of the time: success 0.046, where no retries give 0.50
-and retries with the budget 0.59 (``retrymw.simulate``, seeded). At 80% that run never trips
-(0.590, the budget's own figure), and a failure rate of 80% or more over 50-100 attempts at
-p = 0.5 has probability below 1e-9. Shedding in proportion to a partial failure is the
-`AdaptiveThrottle`'s job; the breaker is for a dependency that is down. The
-recovery timeout is 5 s (Polly's; resilience4j waits 60 s): with a single probe, probing is cheap.
-Open periods can grow (``max_recovery_timeout``: doubled per consecutive trip) and be jittered
-(``recovery_jitter``: drawn from ``[d * (1 - j), d]``, so they stay jittered at the cap).
-
-The open→half_open transition happens lazily, at the first request or `state` read after the
-timeout, and its event carries that time.
-
-Only a probe's own verdict moves a half-open circuit. Each probe's permit is kept in the
-admitting task's or thread's context (`_breaker_probes`), where the retrier reports its
-verdict; a late verdict for an attempt admitted while closed, or in an earlier half-open
-period, finds none: it neither frees a slot nor closes or reopens the circuit, so at most
-``half_open_max_calls`` probes are ever in flight. Such verdicts still count in the totals,
-and change nothing else while open. While closed every verdict counts in the rules, whenever
-its attempt was admitted (a probe that outlives the closing, or a straggler from before a trip):
-telling them apart would cost every closed-state admission a context write, about doubling the
-lock-free hot path, and a straggler that outlived an open period is still a real outcome.
-
-While closed, `allow_request` is lock-free and so is `record_success` with a count-based window
-(one ``next()`` on a `LazyCount`, folded into the window by the next failure); everything else
-takes a short lock, and listeners run after it is released. The arguments are checked in
-`_breaker_settings`, the failure-rate windows are `_breaker_window`'s.
+Closed, `allow_request` is lock-free, and so is `record_success` with a count-based window;
+everything else takes a short lock, and listeners run after it is released.
 """
 
 from __future__ import annotations
@@ -113,7 +72,7 @@ class CircuitBreakerStatistics:
 class CircuitBreaker:
     """A circuit breaker with a consecutive-failure rule, a failure-rate window and exact probes.
 
-    See the module documentation for the rules and why the defaults hold. Durations accept
+    docs/protection.md has the rules and why the defaults hold. Durations accept
     seconds, `timedelta` or strings such as ``"5s"``. Report each admitted attempt's verdict
     from the task or thread that was admitted, as the retrier does: a probe is recognised by
     its context, and one reported from elsewhere keeps its half-open slot.
@@ -237,7 +196,10 @@ class CircuitBreaker:
 
     def allow_request(self) -> bool:
         """Admit an attempt or not, without waiting; in half-open, take a probe slot."""
-        if self._state == "closed":  # the hot path: no lock, no clock
+        # The hot path: no lock, no clock, and no permit in the context. So a closed circuit
+        # counts every verdict, a straggler from before a trip included: telling them apart
+        # would cost every admission a context write, about doubling this path.
+        if self._state == "closed":
             return True
         return self._admit()
 

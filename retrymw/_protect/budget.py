@@ -1,61 +1,15 @@
 """`RetryBudget`: cross-call admission control for retries.
 
-A token bucket in the spirit of gRPC retry throttling, the AWS retry quota and Finagle's
-budgets, tuned so that one set of defaults holds at every client rate:
+A token bucket: every successful call deposits ``ratio`` tokens, every retry costs one, and
+the bucket holds at most ``max(min_capacity, burst * S)`` (``S``: the successes of the trailing
+``window``), its floor lending at most ``floor_credit`` retries between two successes. So an
+outage spends at most what recent traffic put in, and a flaky but healthy dependency is never
+throttled; docs/protection.md has the measurements behind each default.
 
-* every call that ends in success deposits ``ratio`` tokens (default 0.3); every retry costs
-  one token, and a retry is admitted only when a whole token is there;
-* the bucket holds at most ``capacity = max(min_capacity, burst * S)`` tokens, where ``S`` is the
-  number of successful calls in the trailing ``window`` (defaults: 10, 0.1 and 10 s). The reserve
-  thus scales with the client's own recent traffic, and a fresh budget starts with
-  ``min_capacity`` tokens so the first calls' retries go through;
-* the tokens above what recent traffic funds (``burst * S``) are the *floor's*, and the floor
-  lends at most ``floor_credit`` retries (default 2) between two successes: any success renews
-  the credit, and a fresh budget lends its whole floor until its first success.
-
-Why these choices (figures from ``retrymw.simulate``, seeded; default policy of 3 attempts):
-
-* **Deposits on success, not per call or per second.** During a total outage nothing succeeds,
-  so nothing refills the bucket: an outage can spend at most what the bucket held when it
-  began. A time-based refill (Finagle's reserve of 10 retries/s) funds every retry a 2 calls/s
-  client asks for, however long the outage lasts: Finagle's defaults give 4.0x there. Depositing
-  per *call* (Finagle's ``RetryFilter``) lets failing calls fund retries: 1.30x at 100 calls/s.
-* **Capacity is 10% of trailing-10 s successes, floored at 10.** An outage's burst is bounded by
-  what this client did recently, not by a constant sized for someone else: a 120 s outage after
-  a warm-up costs 1.042x at 2 calls/s (10 retries for 240 calls), 1.008x at 10 and 100 calls/s
-  and 1.017x at 1000 calls/s (1000 retries, 60 s), where an absolute 100-token reserve (AWS)
-  gives 1.42x at 2 calls/s.
-* **The floor lends 2 retries between successes.** A client below 100 calls/s lives on its
-  floor, and a floor that could be spent whole let 1 000 clients at 1 call/s each (per-client
-  budgets, a 10 s outage after a warm-up) retry every call: 2.00x, where Finagle's per-client
-  budget gives 1.20x and gRPC's 1.40x. In a total outage nothing succeeds, so the floor funds 2
-  retries for the whole outage: 1.20x there, and the 2 calls/s, 120 s outage drops from
-  1.042x to 1.008x. In a brownout successes keep renewing the credit: at 100 calls/s nothing
-  changes (p = 0.1: no denial, success 0.9992; p = 0.2: 0.9918), and the cost is at low rates,
-  where a call needing both retries followed by another failure before any success is denied:
-  2 calls/s at p = 0.1 for 20 000 s denies 41 of 4 400 retries (success 0.99805 against
-  0.99887 unthrottled). A credit of 3 gives 1.30x, of 1 denies 384 there (0.9895).
-* **The floor is 10, not the research goal's 5.** Failures cluster, and a low-rate client's
-  bucket is small: at 2 calls/s and 10% failures, a floor of 5 denies 16 retries in 200 000
-  calls (99 with a ratio of 0.2), which costs success below the 99.9% of three unthrottled
-  attempts; floors of 8 and 10 deny none. Above 100 calls/s the capacity is 100 or more anyway.
-* **A ratio of 0.3.** Deposits count successes only, so 0.3 is about Finagle's "20% of
-  requests" at one failure in three. A call needs 0.11 retries at 10% failures and 0.24 at 20%,
-  and earns 0.3 tokens: a flaky-but-healthy dependency is never throttled (100 calls/s, 300 s:
-  no denials at p = 0.2, success 0.9924, the same as without a budget; a ratio of 0.2 denies
-  1 162 and succeeds 0.956, gRPC's 0.1 throttle 0.916 at p = 0.1). Under a heavy brownout
-  long-run amplification stays near ``1 + ratio * success``: 1.27x at p = 0.3 (success 0.89),
-  1.18x at p = 0.5.
-
-There is no cap on *concurrent* retries (Envoy's budget): the interface has no release, and the
-token bound already caps how many retries an outage can start.
-
-Thread- and task-safe without blocking: `record_success` is one atomic ``next()`` on a
-`LazyCount` (an `itertools.count`) and takes no lock (65-120 ns measured, against 500-1000 ns
-for the same method around a `threading.Lock`, on one shared machine). The successes are folded
-into the bucket lazily, under a lock, when `try_acquire`, `available` or `statistics` next
-runs. Successes folded late are spread evenly over the time since the previous fold, so a long
-quiet period cannot inflate the trailing-window count at the start of an outage.
+`record_success` takes no lock (one ``next()`` on a `LazyCount`); the successes are folded into
+the bucket under a short lock by the next `try_acquire`, `available` or `statistics`, spread
+evenly over the time since the previous fold, so that a long quiet period cannot inflate the
+trailing window at the start of an outage.
 """
 
 from __future__ import annotations
@@ -120,8 +74,8 @@ class RetryBudgetStatistics:
 class RetryBudget:
     """Cross-call admission control for retries: a token bucket funded by successful calls.
 
-    See the module documentation for the algorithm and why the defaults hold at every client
-    rate. One budget is shared by every call through a `Retrier` or transport.
+    docs/protection.md has the algorithm and why the defaults hold at every client rate. One
+    budget is shared by every call through a `Retrier` or transport.
 
     Args:
         ratio: tokens deposited by each call that ends in success; one retry costs one token, so

@@ -2,7 +2,7 @@
 
 Every check raises a `ConfigError` naming the field, the bad value and an accepted example.
 Validation runs once per breaker and never on the hot path, so it lives apart from the state
-machine in `_breaker`; `CircuitBreakerRegistry` checks its ``max_keys`` with `positive_int`.
+machine in `breaker`.
 
 Bounds that keep a breaker cheap and its arithmetic finite:
 
@@ -124,7 +124,6 @@ _EXAMPLES = {
     "half_open_max_calls": "1",
     "success_threshold": "1",
     "window": '100 (calls) or "10s"',
-    "max_keys": "1024",
     "max_targets": "1024",
 }
 

@@ -1,28 +1,14 @@
 """`PerTarget`: one `CircuitBreaker`, `RetryBudget` or `AdaptiveThrottle` per target.
 
 A target is an HTTP host, or the operation name for coroutines. Each target gets its own
-instance, a clean clone of the template made on first use, so one target's state never governs
-another's: there is no shared overflow instance (`CircuitBreakerRegistry`'s ``_other`` made 384
-of 400 calls to healthy hosts fail because one host was dead).
-
-Eviction. Past ``max_targets`` live targets, creating one evicts another, least recently used
-first, but *idle* ones before those still holding load back:
-
-* a breaker holds back while not closed (open or half-open): evicting it would forget that its
-  dependency is down and let the next calls' retries storm it;
-* a budget holds back while it is denying retries (less than one token): a clone would hand
-  the failing target a fresh burst of ``min_capacity`` retries (a budget merely below its
-  starting tokens is not: every budget in use is, and the rule would mean nothing);
-* a throttle holds back while its rejection probability is above 0.
-
-Only when every live target is holding back (more than ``max_targets`` dependencies failing at
-once) is the least recently used of them evicted anyway: memory stays bounded, and that
-target re-learns its state from its next failures. A caller still holding an evicted instance
-finishes its call on it; nothing else sees it again. Eviction listeners hear of it (a fleet
-detaches the instance: an evicted target leaves the fleet too).
+instance, a clean clone of the template made on first use, and there is no shared overflow
+instance: one target's state never governs another's. Past ``max_targets`` the least recently
+used target is evicted, idle ones before those holding load back (a breaker not closed, a
+budget denying retries, a throttle shedding); docs/protection.md says why. Eviction listeners
+hear of it (a fleet detaches the evicted instance).
 
 Thread- and task-safe: `get` reads without a lock, `for_target` takes a short one to mark the
-target used; fork-safe (`forks`).
+target used; fork-safe (`_core.forks`).
 """
 
 from __future__ import annotations
@@ -52,8 +38,8 @@ class PerTarget(Generic[Protection]):
 
     Each target's instance is a clone of ``template`` made on first use: a breaker or throttle
     named ``f"{template.name}:{target}"``, with the template's settings, clock, random source
-    and (for a breaker) listeners. The template's own state is never used. See the module
-    documentation for the eviction policy.
+    and (for a breaker) listeners. The template's own state is never used. Eviction: see
+    the module documentation and docs/protection.md.
 
     Args:
         template: the breaker, budget or throttle each target's instance copies.

@@ -1,113 +1,17 @@
 """`AdaptiveThrottle`: client-side adaptive throttling (Google SRE book, "Handling Overload").
 
-Over a trailing ``window`` the throttle counts *requests* R (attempts that reached the
-dependency and came back with a verdict) and *accepts* A (those answered without a retryable
-failure), and rejects each new attempt locally with probability
+Over a trailing ``window`` it counts the attempts answered (R), those accepted (A), those the
+dependency refused as overloaded (O) and those it shed itself (S), and sheds each new attempt
+locally with probability ``min(max_reject, max(p(k, A'), p(overload_k, (R - O)')))``, where
+``p(k, a) = max(0, (R' - k a) / (R' + 1))``, ``R' = R + S`` and a primed count is scaled by
+``R' / R``; nothing while the window holds fewer than ``min_requests`` attempts. So it sheds in
+proportion to the failure, earlier for load than for loss, and never switches a dependency off.
+The formula and the measurements behind ``k``, ``overload_k``, ``window`` and ``min_requests``
+are in docs/protection.md.
 
-.. math:: p = \\min(max\\_reject, \\max(0, (R' - k A') / (R' + 1)))
-
-where R' = R + S counts the S attempts it shed itself in the window too, and A' = A R' / R
-credits them with the accept share of the answered ones (``p = 0`` while R = 0). That is the
-SRE formula over every attempt the client made, with the shed ones assumed to fare like the
-answered ones, since they got no verdict:
-
-* the share shed depends only on the accept share A / R (``1 - k A / R`` for many attempts):
-  at ``k = 2`` a dependency failing half the time is left alone. Counting shed attempts as
-  requests that were *not* accepted, as the book does, would make A look smaller the more it
-  sheds, and a 50% failure would drift into shedding;
-* the ``R' / (R' + 1)`` factor counts every attempt, not only those answered. Counting only R
-  there fed on itself at low rates: shedding leaves few verdicts, and at 2 calls/s a 10 s window
-  then held so few that ``p <= R / (R + 1)`` settled near 0.8, short of ``max_reject``.
-
-It sheds in proportion to the failure: ``p`` rises with the share of failures above ``1 - 1/k``
-and never switches a dependency off entirely (``max_reject`` < 1 keeps a trickle of attempts to
-notice recovery).
-
-**Load and loss.** The share of failed attempts cannot tell an overload from a loss: at demand
-1.5x capacity an overloaded dependency fails 44% of the attempts, one dead backend of two 50%,
-so one ``k`` that sheds the first sheds more of the second (every k <= 1.55 that met the
-simulator's overload goal took a 50% partial failure below 0.50 success; every k >= 1.74 that
-kept it served less than no retries). What the SRE book counts as not accepted is a request the
-backend *rejected because it was overloaded*, so the throttle also counts O, the failures that
-were explicit overload refusals (``record_failure(overloaded=True)``; a `Retrier` passes it for
-an attempt whose status is in `OVERLOAD_STATUSES`: 429, 503, 529), and sheds with
-
-.. math:: p = \\min(max\\_reject, \\max(0, p_k(R', A'), p_{overload\\_k}(R', (R - O)')))
-
-the second term being the same formula at ``overload_k`` with only the refusals counted as not
-accepted, ``(R - O)' = (R - O) R' / R`` (a fleet's pooled counts, `pool`, count in both
-terms, as in the first). A loss (a refused connection, a 500, a 502: a dead backend
-behind a balancer) moves the first term alone, so a 50% partial failure is still left alone; an
-overload moves both, and the second binds once more than ``1 - 1/overload_k`` of the attempts
-are refused (29% at 1.4). A dependency that answers a loss with 503 is taken for overloaded.
-
-Why ``overload_k = 1.4`` (the simulator's overload: demand 1.5x capacity for 60 s, refusals 503
-costing the dependency ``c`` of a served attempt; budget + throttle against no retries' 83.5/s
-at c = 0.25, seed 0, and 94.4/s at c = 0.1; "normal" is the time after the overload from which
-every second succeeds at >= 0.99; the 503 columns are failures that are not load but carry 503,
-which the signal cannot tell from load; failures without a status are unaffected by
-``overload_k``):
-
-==========  =========  ============  =======  ======  =======  =============  ===============
-overload_k  goodput/s  seeds 0-9 >=  offered  normal  c = 0.1  503 brownout   503 partial
-            c = 0.25   no retries,                             0.2 / 0.3,     failure, budget
-                       worst margin                            shed           / no budget
-==========  =========  ============  =======  ======  =======  =============  ===============
-2           79.3       0/10, -5.3    1.106x   1 s     92.7     0 / 0          0.588 / 0.887
-1.75        81.7       0/10, -2.5    1.058x   2 s     93.4     0 / 0          0.503 / 0.713
-1.6         82.9       0/10, -1.6    1.024x   3 s     94.0     0 / 0          0.455 / 0.626
-1.5         84.1       10/10, +0.2   1.000x   5 s     94.3     0 / 0          0.424 / 0.570
-**1.4**     85.5       10/10, +1.0   0.977x   5 s     94.6     0 / 2.0%       0.392 / 0.516
-1.3         86.6       10/10, +2.8   0.948x   6 s     95.2     0 / 8.6%       0.360 / 0.464
-1.2         87.7       10/10, +3.9   0.920x   8 s     95.9     3.7% / 15.7%   0.330 / 0.418
-1.1         89.8       10/10, +5.5   0.893x   9 s     96.4     11.8% / 22.6%  0.300 / 0.372
-==========  =========  ============  =======  ======  =======  =============  ===============
-
-1.4 is the largest that meets the goal at both costs, with a margin on every seed (1.5 falls
-short at c = 0.1 and has 0.2/s to spare on its worst seed); smaller values serve more but shed a
-503-answered brownout (at 1.2 a 20% one) and take longer to let go after the overload.
-
-**A cold throttle sheds nothing.** While the window holds fewer than ``min_requests``
-attempts (R', the fleet's pooled ones included; 10 by default) ``p = 0``: the formula alone
-gives a fresh throttle whose first attempt failed ``p = 1/2`` on one verdict. The floor only
-matters while the window is nearly empty (at 2 calls/s a 10 s window holds 20 attempts, so the
-outage figures below hold as they were); a client too quiet to fill its window is no longer
-shed on noise (the simulator's 1 000 clients at 1 call/s, budget + throttle: recovered in 2 s
-instead of 9 s; 5 and 20 were tried: 20 stopped shedding a 2 calls/s outage with a budget).
-
-Requests are counted when their verdict arrives (`record_success` / `record_failure`), not at
-admission: an attempt still in flight, or one cancelled (`release`), says nothing about the
-dependency, so counts never need taking back and can never go negative.
-
-Why a 10 s window (a seeded simulation of this class on a `FakeClock`: open-loop arrivals, one
-attempt per call, a 60 s total outage after 30 s of health, then recovery; "recovered" is the
-time after which every second's success rate is >= 0.99; the 10 s row's outage at 2, 10
-and 100 calls/s and its p = 0.5 and 0.2 columns are tests in ``tests/protect/test_throttle.py``):
-
-======  ===================  ====================  ===================  =================
-window  recovered after, at  calls shed from 10 s  shed at p = 0.5      shed at p = 0.2
-        2/10/100/1000 /s     into the outage,      (partial failure),   (brownout),
-                             2/10/100/1000 /s      100 calls/s, 10 min  100 calls/s
-======  ===================  ====================  ===================  =================
-2 s     1 / 2 / 1 / 1 s      56 / 88 / 90 / 90%    3.2%                 0
-5 s     2 / 1 / 2 / 1 s      83 / 88 / 90 / 90%    2.1%                 0
-10 s    3 / 2 / 3 / 2 s      85 / 88 / 90 / 90%    1.5%                 0
-20 s    9 / 4 / 4 / 4 s      77 / 81 / 83 / 83%    1.1%                 0
-30 s    2 / 3 / 6 / 6 s      65 / 68 / 70 / 70%    1.0%                 0
-60 s    29 / 32 / 33 / 33 s  29 / 32 / 32 / 32%    0.7%                 0
-======  ===================  ====================  ===================  =================
-
-After recovery the failures still in the window keep ``p`` up until the new accepts outweigh
-them (``k A >= R``), about half a window at k = 2, so a window much past 20 s cannot recover
-within 10 s; a long window also keeps the healthy past in view well into an outage and sheds
-late. A short window judges a 50% partial failure on fewer attempts (the noise of ``R - 2A``
-is about ``sqrt(R)``), so it sheds more of a dependency it should leave alone, and at low rates
-it holds too few attempts to shed much (``p <= R' / (R' + 1)``; when only answered attempts
-counted in R', the 10 s window shed 73% at 2 calls/s, 2 s 46% and 5 s 67%). 10 s recovers
-within 3 s at every rate, sheds the most of an outage from 10 s in (85% even at 2 calls/s),
-and keeps a partial failure's shedding below 2%.
-
-Thread- and task-safe: every method takes a short lock; none waits. Fork-safe (`forks`).
+Attempts count when their verdict arrives, not at admission (a cancelled one, `release`, says
+nothing about the dependency), so counts never go back. Thread- and task-safe: every method
+takes a short lock; none waits. Fork-safe (`_core.forks`).
 
 .. versionadded:: 0.2
 """
@@ -172,7 +76,7 @@ class AdaptiveThrottleStatistics:
 class AdaptiveThrottle:
     """Shed attempts locally in proportion to how often the dependency fails.
 
-    See the module documentation for the formula and why the defaults hold. Report each
+    docs/protection.md has the formula and why the defaults hold. Report each
     admitted attempt's verdict with `record_success` (answered, no retryable failure),
     `record_failure` (a retryable failure: an error, a timeout, a 503; ``overloaded=True`` for
     an explicit overload refusal) or `release` (cancelled: no verdict).
@@ -332,7 +236,7 @@ class AdaptiveThrottle:
         """The SRE formula over the trailing window, and the overload term (the caller holds
         the lock).
 
-        ``(R' - k A') / (R' + 1)`` with R' = R + S and A' = A R' / R (the module documentation
+        ``(R' - k A') / (R' + 1)`` with R' = R + S and A' = A R' / R (docs/protection.md
         says why), computed as ``(1 - k A / R) R' / (R' + 1)``; the overload term is the same at
         ``overload_k`` with ``R - O`` in place of A. Both count the fleet's pooled numbers too.
         """

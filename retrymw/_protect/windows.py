@@ -3,7 +3,7 @@
 `CountWindow` holds the last ``size`` verdicts in a ring; `TimeWindow` those of the last
 ``duration`` seconds, in ten buckets. Both keep running ``calls`` and ``failures`` totals, so
 reading the rate costs nothing. They are plain data structures with no lock and no policy of
-their own: the breaker in `_breaker` holds its lock around them and decides what the rate means.
+their own: the breaker in `breaker` holds its lock around them and decides what the rate means.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 Each client's real `RetryBudget` is shared through the real `retrymw.fleet` `SharedBudget`
 (`RetryBudget.share_with`), as `RedisFleet.attach` does; only the store is simulated: `Store`
-runs the budget script (`retrymw.fleet._scripts.BUDGET`) in Python on the virtual clock. Each
-client's synchroniser is an event of the simulator's loop, every ``sync_interval`` (phases
-staggered over one interval, as independent processes are): it deposits the successes counted
-since its last step and tops its lease up, so a lease is at most one interval stale. While the
+runs the budget rule (the ``budget`` function of `retrymw.fleet._scripts.STEP`) in Python on
+the virtual clock. Each client's synchroniser is an event of the simulator's loop, every
+``sync_interval`` (phases staggered over one interval, as independent processes are): it
+deposits the successes counted since its last step and tops its lease up, so a lease is at
+most one interval stale. While the
 store is down (``store_outage``), each step fails and the share falls back to its conservative
 local share, as a degraded process does.
 """

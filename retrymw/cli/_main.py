@@ -1,8 +1,8 @@
 """The ``retrymw`` command: ``demo``, ``plan``, ``check`` and ``simulate``.
 
-Each subcommand lives in its own private module (``_demo``, ``_plan``, ``_check``,
-``_simulate``) that adds its arguments and runs it; this module builds the parser, maps
-errors to one line on stderr and returns the exit code:
+Each subcommand adds its arguments and runs itself: the private modules ``_plan``, ``_check``
+and ``_simulate``, and the demo application's folder ``demo/``; this module builds the parser,
+maps errors to one line on stderr and returns the exit code:
 
 * ``0``: success;
 * ``1``: a validation or run failure (invalid config, a port already in use, a missing extra);
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .._core.errors import ConfigError
-from . import _check, _demo, _plan, _simulate
+from . import _check, _plan, _simulate, demo
 from ._common import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, CliError, silence
 
 __all__ = ["build_parser", "main"]
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
-    for module in (_demo, _plan, _check, _simulate):
+    for module in (demo, _plan, _check, _simulate):
         sub = commands.add_parser(
             module.NAME,
             help=module.HELP,

@@ -1,4 +1,4 @@
-"""``retrymw plan``: a policy's delay timeline as a table or JSON (computed by `_cli_timeline`)."""
+"""``retrymw plan``: a policy's delay timeline as a table or JSON (computed by `_timeline`)."""
 
 from __future__ import annotations
 

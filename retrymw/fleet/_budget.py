@@ -1,6 +1,6 @@
 """`SharedBudget`: one retry budget per owner and target for the whole fleet, spent from leases.
 
-The bucket lives in the store (`_scripts`, whose module documentation states the rule); a
+The bucket lives in the store (`_scripts`, which states the rule above `STEP`); a
 process never asks the store on the request path. It spends tokens it leased earlier
 (`try_acquire`: a short lock, no I/O) and counts its successes lock-free (`record_success`).
 A synchroniser step that has something to say for it (successes to deposit, tokens spent or

@@ -1,26 +1,11 @@
 """`RedisFleet`: budgets, throttle counts and breaker states shared by every process of a fleet.
 
-"Decide locally, share asynchronously": the protection objects decide every call on their own,
-without the store; a background thread (the `Synchroniser` of ``_sync``, so sync and async users
-alike are served) runs one batched round trip per ``sync_interval``: one script call carrying a
-record for each attached object that has something to say (`_scripts`), which deposits
-successes and leases budget tokens (`SharedBudget`), publishes and pools throttle counts
-(`SharedThrottle`), casts breaker votes and adopts the shared circuits (`SharedBreaker`). The
-one store command on the request path is a half-open probe's lease, bounded by
-``probe_timeout``, asked outside the breaker's lock and skipped while degraded.
-
-Whose state is whose: every shared object's key names its owner and target (`_keys`, encoded
-so that no two names collide). A budget's owner is the retrier's policy name (``owner=``), a
-breaker's or throttle's its own name (a `PerTarget`'s template's); the target is the
-`PerTarget` target (host, operation) or ``target=``. A `PerTarget` instance evicted for room
-leaves the fleet with it.
-
-A store that is slow, hung, down, down at start, or answering what the scripts never answer
-(every reply is checked: `_replies`) never delays or fails a call: the step fails on the
-synchroniser's thread, which never dies; the fleet turns *degraded* (one log line, and
-``statistics().degraded``), budgets fall back to a conservative local share, breakers and
-throttles decide on local counts alone; the next step that succeeds rejoins (one log line).
-The redis client never retries on its own and times out after ``timeout``.
+Decide locally, share asynchronously: the protection objects decide every call without the
+store, and a background thread (the `Synchroniser` of ``_sync``) runs one batched script call
+(`_scripts`) per ``sync_interval`` for every attached object (`SharedBudget`,
+`SharedThrottle`, `SharedBreaker`). A store that is slow, hung, down or answering garbage
+(every reply is checked: `_replies`) never delays or fails a call: the fleet turns degraded
+and decides on local shares until a step succeeds again. docs/fleet.md is the full account.
 
 Fork-safe: a forked child is a new member with its own connections and synchroniser.
 """

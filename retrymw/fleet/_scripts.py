@@ -4,67 +4,8 @@
 object that has something to say (a *record*), whatever the number of targets. Every key of a
 namespace shares its hash tag (`_keys`), so the script may touch them all, on a Redis Cluster
 too. It reads time from the store (``TIME``), so processes whose clocks disagree still agree on
-when a lease, a vote or an open period ends.
-
-Keys (``P`` is ``retrymw:{<namespace>}:``, ``S`` a record's ``<owner>:<target>``, encoded):
-
-* ``P members``: a sorted set, member id -> the store time at which it stops counting. Every
-  step adds its member; a member that stops stepping drops out after ``member_ttl``.
-* ``P budget:S``, ``P breaker:S``, ``P throttle:S``: one hash per shared object. Each attached
-  object of each process has a field of its own, named by its *link id* (``<member>.<serial>``,
-  prefixed ``l``, ``v`` or ``c``), and the hash keeps running totals beside them, so a record
-  costs two commands (``HMGET``, ``HSET``) whatever the number of members. Once per
-  ``member_ttl`` a record *sweeps* its hash: fields of members that stopped counting are
-  dropped, the totals recounted, the median member's claim recomputed, the key's TTL renewed.
-* ``P probes:S``: the half-open probes' leases (a sorted set, lease -> expiry).
-* ``P seq`` and ``P log``: a counter and a sorted set (``S`` -> the counter's value at its last
-  change) of the shared circuits' state changes. A step asks for the changes since the last it
-  saw, so a process learns that a circuit it is not calling opened without sending anything
-  for it. A member whose view is older than the log's memory is told to send everything.
-
-Records (space-separated; one per line) and their reply lines, in order:
-
-* ``b <serial> <S> <deposits> <want> <held> <ratio> <burst> <window_ms> <floor> <credit>``
-  -> ``<granted> <capacity> <members>``: the budget rule below.
-* ``k <serial> <S> <vote> <quorum> <recovery_ms> <verdict> <verdict_version>``
-  -> ``<state> <reopen> <version> <members> <votes>``: the breaker rule below.
-* ``t <serial> <S> <requests> <accepts> <overloaded>``
-  -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
-* ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
-
-The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
-``r``: send every record again, the store forgot this member or the log forgot its changes),
-the records' lines, then one line ``c <S> <state> <reopen> <version>`` per changed circuit.
-
-**One member cannot skew the fleet.** A member's claims are clamped to twice the median
-member's (the lower median over the live members, recomputed at each sweep; a member alone
-is not clamped): a budget
-member's trailing successes (at least twice what funds the floor), a throttle member's
-requests (at least twice 10), its accepts and overload refusals scaled with them. A lying or
-broken process weighs at most two honest ones.
-
-**The budget rule** (`retrymw._simulate.fleet.Store.budget` runs the same steps in Python, and
-tests/fleet/test_budget_rule.py holds the two to the same answers):
-
-1. One bucket for the fleet: deposits of every process (``ratio`` per success) fill it, and
-   its capacity is ``max(floor, burst * S)`` with ``S`` the fleet's successes over the
-   trailing window (an exponentially decayed count).
-2. Each process reports the whole tokens it ``held`` at this step; the hash keeps every
-   member's report and their sum (``leased``).
-3. The bucket and the outstanding leases share the capacity: ``tokens <= capacity - leased``.
-   A grant moves tokens from the bucket to the lease.
-4. The floor lends on credit, as a local budget does: tokens beyond what recent traffic funds
-   (``burst * S``, in whole tokens per member) are lent at most ``credit`` (the budget's
-   ``floor_credit``) per member between two deposits, less what the members already hold
-   beyond it; a fleet that never deposited lends its whole floor. So a shared budget is never
-   more generous than the same budgets kept per process.
-5. A lease whose holder stopped stepping returns at the next sweep.
-
-**The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
-open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process
-whose own breaker tripped, cast for the version it saw: votes of an older version never count.
-The circuit opens when ``votes >= max(2, ceil(quorum * members))``: one process alone never
-opens it for everyone. A probe's verdict counts only for the version its lease was granted in.
+when a lease, a vote or an open period ends. The keys, the records and their replies, and the
+rules the script applies are written above `STEP`; docs/fleet.md tells users what they mean.
 """
 
 from __future__ import annotations
@@ -75,6 +16,67 @@ __all__ = ["LOG_SIZE", "PROBE", "STEP"]
 #: further behind sends everything again.
 LOG_SIZE = 4096
 
+# The script's protocol and rules.
+#
+# Keys (``P`` is ``retrymw:{<namespace>}:``, ``S`` a record's ``<owner>:<target>``, encoded):
+#
+# * ``P members``: a sorted set, member id -> the store time at which it stops counting. Every
+#   step adds its member; a member that stops stepping drops out after ``member_ttl``.
+# * ``P budget:S``, ``P breaker:S``, ``P throttle:S``: one hash per shared object. Each attached
+#   object of each process has a field of its own, named by its *link id* (``<member>.<serial>``,
+#   prefixed ``l``, ``v`` or ``c``), and the hash keeps running totals beside them, so a record
+#   costs two commands (``HMGET``, ``HSET``) whatever the number of members. Once per
+#   ``member_ttl`` a record *sweeps* its hash: fields of members that stopped counting are
+#   dropped, the totals recounted, the median member's claim recomputed, the key's TTL renewed.
+# * ``P probes:S``: the half-open probes' leases (a sorted set, lease -> expiry).
+# * ``P seq`` and ``P log``: a counter and a sorted set (``S`` -> the counter's value at its last
+#   change) of the shared circuits' state changes. A step asks for the changes since the last it
+#   saw, so a process learns that a circuit it is not calling opened without sending anything
+#   for it. A member whose view is older than the log's memory is told to send everything.
+#
+# Records (space-separated; one per line) and their reply lines, in order:
+#
+# * ``b <serial> <S> <deposits> <want> <held> <ratio> <burst> <window_ms> <floor> <credit>``
+#   -> ``<granted> <capacity> <members>``: the budget rule below.
+# * ``k <serial> <S> <vote> <quorum> <recovery_ms> <verdict> <verdict_version>``
+#   -> ``<state> <reopen> <version> <members> <votes>``: the breaker rule below.
+# * ``t <serial> <S> <requests> <accepts> <overloaded>``
+#   -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
+# * ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
+#
+# The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
+# ``r``: send every record again, the store forgot this member or the log forgot its changes),
+# the records' lines, then one line ``c <S> <state> <reopen> <version>`` per changed circuit.
+#
+# **One member cannot skew the fleet.** A member's claims are clamped to twice the median
+# member's (the lower median over the live members, recomputed at each sweep; a member alone
+# is not clamped): a budget
+# member's trailing successes (at least twice what funds the floor), a throttle member's
+# requests (at least twice 10), its accepts and overload refusals scaled with them. A lying or
+# broken process weighs at most two honest ones.
+#
+# **The budget rule** (`retrymw._simulate.fleet.Store.budget` runs the same steps in Python, and
+# tests/fleet/test_budget_rule.py holds the two to the same answers):
+#
+# 1. One bucket for the fleet: deposits of every process (``ratio`` per success) fill it, and
+#    its capacity is ``max(floor, burst * S)`` with ``S`` the fleet's successes over the
+#    trailing window (an exponentially decayed count).
+# 2. Each process reports the whole tokens it ``held`` at this step; the hash keeps every
+#    member's report and their sum (``leased``).
+# 3. The bucket and the outstanding leases share the capacity: ``tokens <= capacity - leased``.
+#    A grant moves tokens from the bucket to the lease.
+# 4. The floor lends on credit, as a local budget does: tokens beyond what recent traffic funds
+#    (``burst * S``, in whole tokens per member) are lent at most ``credit`` (the budget's
+#    ``floor_credit``) per member between two deposits, less what the members already hold
+#    beyond it; a fleet that never deposited lends its whole floor. So a shared budget is never
+#    more generous than the same budgets kept per process.
+# 5. A lease whose holder stopped stepping returns at the next sweep.
+#
+# **The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
+# open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process
+# whose own breaker tripped, cast for the version it saw: votes of an older version never count.
+# The circuit opens when ``votes >= max(2, ceil(quorum * members))``: one process alone never
+# opens it for everyone. A probe's verdict counts only for the version its lease was granted in.
 STEP = """
 if #KEYS == 2 then  -- the probe lease (`PROBE` below)
   local t = redis.call('TIME')

@@ -3,7 +3,7 @@
 One vocabulary of faults (`Fault`) and one place that decides which fault a request meets
 (`FaultPlan`: a script, then seeded draws against rates, plus latency) serve every fault
 injector: the transports built here for each client library, and the loopback upstream that
-``retrymw demo`` drives (`retrymw.cli._upstream`). A transport takes its library's classes
+``retrymw demo`` drives (`retrymw.cli.demo._upstream`). A transport takes its library's classes
 (responses, streams, exceptions, transport bases) from that library's one `Flavour`, the seam
 the retry transports use too. The async and sync paths only differ in how they sleep and call
 the inner transport.

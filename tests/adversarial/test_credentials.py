@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 from retrymw import ConfigError, Retrier, RetryPolicy, resume
 from retrymw._core.redact import REDACTED, redact_text, redact_url, safe_repr
+from retrymw.cli.demo._redis_server import free_port
 from retrymw.fleet import RedisFleet
-from retrymw.fleet._server import free_port
 from retrymw.stores import RedisStore, StoreError
 from retrymw.testing import FakeClock
 from tests.redis_server import redis_server

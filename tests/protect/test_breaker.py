@@ -1,4 +1,4 @@
-"""CircuitBreaker and CircuitBreakerRegistry: rules, exact probes, events and thread safety."""
+"""CircuitBreaker: rules, exact probes, events and thread safety."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from retrymw import (
     CircuitBreaker,
-    CircuitBreakerRegistry,
     CircuitBreakerStatistics,
     CircuitOpenError,
     Retrier,
@@ -650,35 +649,6 @@ def test_concurrent_threads_keep_exact_counts(clock: FakeClock) -> None:
     assert stats.failures == 8 * len(range(0, 5_000, 3))
 
 
-def test_registry_gives_one_breaker_per_key(clock: FakeClock) -> None:
-    """Each key gets its own breaker, created once, named after the template and the key."""
-    seen: list[BreakerStateChanged] = []
-    template = CircuitBreaker(name="http", clock=clock, failure_threshold=1)
-    registry = CircuitBreakerRegistry(template, listeners=[seen.append])
-    first = registry.get("a.example")
-    assert registry.get("a.example") is first
-    assert first.name == "http:a.example"
-    first.record_failure()
-    assert registry.get("b.example").state == "closed"
-    assert template.state == "closed"
-    assert seen == [BreakerStateChanged("http:a.example", "closed", "open", 0.0)]
-    assert set(registry.statistics()) == {"http:a.example", "http:b.example"}
-    assert repr(registry) == "<CircuitBreakerRegistry 'http' keys=2/1024 open=1 half_open=0>"
-
-
-def test_registry_overflow_shares_one_other_breaker(clock: FakeClock) -> None:
-    """Past max_keys, new keys share one `_other` breaker; known keys keep their own."""
-    registry = CircuitBreakerRegistry(CircuitBreaker(clock=clock), max_keys=2)
-    a, b = registry.get("a"), registry.get("b")
-    c, d = registry.get("c"), registry.get("d")
-    assert c is d
-    assert c.name == "default:_other"
-    assert registry.get("a") is a
-    assert registry.get("b") is b
-    assert len(registry) == 3
-    assert set(registry.statistics()) == {"default:a", "default:b", "default:_other"}
-
-
 def test_clones_copy_settings_and_listeners_but_not_state(clock: FakeClock) -> None:
     """A clone has the template's rules and listeners, and starts closed with no history."""
     seen: list[BreakerStateChanged] = []
@@ -690,39 +660,6 @@ def test_clones_copy_settings_and_listeners_but_not_state(clock: FakeClock) -> N
     fail(clone, 2)
     assert clone.retry_in() == 7.0
     assert [event.circuit for event in seen] == ["default", "copy"]
-
-
-def test_registry_creates_one_breaker_per_key_under_races(clock: FakeClock) -> None:
-    """Threads racing for the same new key all get the same breaker."""
-    registry = CircuitBreakerRegistry(CircuitBreaker(clock=clock))
-    barrier = threading.Barrier(50)
-    got: list[CircuitBreaker] = []
-
-    def get() -> None:
-        barrier.wait()
-        got.append(registry.get("shared"))
-
-    threads = [threading.Thread(target=get) for _ in range(50)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len({id(breaker) for breaker in got}) == 1
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "field"),
-    [
-        pytest.param({"max_keys": 0}, "max_keys", id="zero-keys"),
-        pytest.param({"template": "breaker"}, "template", id="not-a-breaker"),
-    ],
-)
-def test_registry_validates(kwargs: dict[str, Any], field: str) -> None:
-    """A registry needs a CircuitBreaker template and at least one key."""
-    arguments: dict[str, Any] = {"template": CircuitBreaker(), **kwargs}
-    with pytest.raises(ConfigError) as caught:
-        CircuitBreakerRegistry(arguments.pop("template"), **arguments)
-    assert caught.value.field == field
 
 
 class BreakerMachine(RuleBasedStateMachine):

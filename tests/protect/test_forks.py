@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from retrymw import CircuitBreaker, CircuitBreakerRegistry, RetryBudget
+from retrymw import CircuitBreaker, RetryBudget
 from retrymw._protect.targets import PerTarget
 from retrymw._protect.throttle import AdaptiveThrottle
 
@@ -74,7 +74,7 @@ def test_children_forked_under_load_never_deadlock() -> None:
     """100 forks while 4 threads hammer every kind of lock owner: every child exits 0."""
     budget = RetryBudget()
     breaker = CircuitBreaker(failure_threshold=None, window=10, minimum_calls=10)
-    registry = CircuitBreakerRegistry(CircuitBreaker(), max_keys=4)
+    breakers = PerTarget(CircuitBreaker(), max_targets=4)
     throttle = AdaptiveThrottle()
     per_target = PerTarget(RetryBudget(), max_targets=4)
     stop = threading.Event()
@@ -88,7 +88,7 @@ def test_children_forked_under_load_never_deadlock() -> None:
             if breaker.allow_request():
                 breaker.record_failure()
             breaker.statistics()
-            registry.get(keys[index % 8]).statistics()
+            breakers.for_target(keys[index % 8]).statistics()
             if throttle.allow_request():
                 throttle.record_success()
             per_target.for_target(keys[index % 8]).try_acquire()
@@ -99,7 +99,7 @@ def test_children_forked_under_load_never_deadlock() -> None:
         budget.try_acquire()
         breaker.allow_request()
         breaker.record_success()
-        registry.get("child").record_failure()
+        breakers.for_target("child").record_failure()
         throttle.allow_request()
         throttle.record_failure()
         per_target.for_target("child").try_acquire()

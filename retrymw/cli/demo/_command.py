@@ -7,7 +7,7 @@ with a summary table. The default script puts an outage in the middle of a 20-se
 that the budget throttles, the breaker opens and then everything recovers.
 
 This module is the command: its arguments and what they mean (`configure`, the upstream's
-script); `DemoRun` (``_demo_run``) runs one demo and ``_fleet_demo`` runs ``--fleet``.
+script); `DemoRun` (``_run``) runs one demo and ``_fleet`` runs ``--fleet``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from ._common import (
+from .._common import (
     EXIT_OK,
     CliError,
     duration,
@@ -25,8 +25,8 @@ from ._common import (
     positive_int,
     rate,
 )
-from ._demo_run import DemoRun
-from ._fleet_demo import add_fleet_arguments, run_fleet
+from ._fleet import add_fleet_arguments, run_fleet
+from ._run import DemoRun
 from ._upstream import Outage, UpstreamScript, parse_outage
 
 __all__ = ["DESCRIPTION", "EPILOG", "HELP", "NAME", "configure", "run"]
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import httpx  # noqa: F401  (checked here for a clear message; used by DemoRun)
 
-        from ..httpx import AsyncRetryTransport  # noqa: F401
+        from ...httpx import AsyncRetryTransport  # noqa: F401
     except ImportError:
         raise CliError("the demo needs httpx: pip install 'retrymw[httpx]'") from None
     if args.fleet is not None:

@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from ._common import silence
+from .._common import silence
 
 if TYPE_CHECKING:
     from ._trace import CallTrace

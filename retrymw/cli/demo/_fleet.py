@@ -2,7 +2,7 @@
 
 The parent process starts a `FlakyUpstream` and (unless ``--redis URL`` names one) a private
 ``redis-server`` on a free 127.0.0.1 port, without persistence, in a temporary directory
-(`retrymw.fleet._server`, the launcher the test suite uses too). It then starts two groups of
+(`_redis_server`, the launcher the test suite uses too). It then starts two groups of
 N client processes at once against the same upstream: one whose budgets are shared through a
 `RedisFleet`, one with per-process budgets only. Every client issues its calls on the same
 schedule from the same start (call ``i`` at ``start + i / rate``), and a call belongs to the
@@ -10,7 +10,7 @@ outage when its scheduled time falls in the outage window: both groups count exa
 calls there, so the summary compares their fleet amplification (attempts per outage call,
 summed over the group) like with like, and identical runs give the same verdict.
 
-Each client is ``python -c`` running `retrymw.cli._fleet_member.member_main`: it reads its
+Each client is ``python -c`` running `retrymw.cli.demo._fleet_member.member_main`: it reads its
 configuration (one JSON line) from stdin, prints ``ready``, reads the common start time (wall
 clock) from stdin, runs its load until the end or SIGTERM, and prints its counts as one JSON
 line. The configuration holds the Redis URL, credentials included: it goes through stdin
@@ -31,12 +31,13 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from random import Random
 from typing import Any
 
-from .._core.redact import redact_url
-from ..fleet._server import INSTALL, RedisLaunchError, RedisServerProcess
-from ._common import EXIT_OK, CliError, human_duration, positive_int, table
+from ..._core.redact import redact_url
+from .._common import EXIT_OK, CliError, human_duration, positive_int, table
+from ._redis_server import INSTALL, RedisLaunchError, RedisServerProcess
 from ._upstream import FlakyUpstream, UpstreamScript
 
 __all__ = ["Group", "add_fleet_arguments", "fleet_summary", "run_fleet"]
@@ -44,7 +45,10 @@ __all__ = ["Group", "add_fleet_arguments", "fleet_summary", "run_fleet"]
 _READY_TIMEOUT = 60.0  # a client imports httpx and redis-py; a loaded machine may be slow
 _START_DELAY = 0.3  # between telling the clients the start time and the start itself
 _GRACE = 3.0  # the clients' calls in flight get this long after the end
-_MEMBER = "from retrymw.cli._fleet_member import member_main; member_main()"
+_MEMBER = "from retrymw.cli.demo._fleet_member import member_main; member_main()"
+# The directory that holds the retrymw package (one parent per dot of this module's name), put
+# on the clients' PYTHONPATH so that they import this very retrymw.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[__name__.count(".")])
 _INSTALL = (
     f"--fleet needs Debian's redis-server to start a private Redis ({INSTALL}), "
     "or --redis URL to join a running Redis or Valkey"
@@ -99,7 +103,7 @@ def run_fleet(args: argparse.Namespace, script: UpstreamScript) -> int:
     except ImportError as error:
         raise CliError(f"--fleet needs {error.name}: pip install 'retrymw[fleet,httpx]'") from None
     if args.redis is not None:
-        from ..fleet._client import connect
+        from ...fleet._client import connect
 
         connect(args.redis, timeout=1.0).close()  # a malformed URL: a ConfigError, redacted
     redis_process = None if args.redis else _redis_process()  # missing binary: fails here
@@ -187,10 +191,9 @@ class _Orchestra:
 
     async def _spawn(self, url: str) -> None:
         namespace = f"demo-{uuid.uuid4().hex[:8]}"  # a fresh bucket for every run
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
         env = dict(os.environ)
         env.pop("RETRYMW_REDIS_URL", None)  # the URL goes through stdin, to the shared group only
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         outage = self.script.outage
         for group in self.groups:
             for _ in range(self.args.fleet):

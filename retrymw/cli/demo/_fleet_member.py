@@ -23,8 +23,8 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
-from .._core.events import CallFinished, RetryDenied
-from ..instrumentation import Instrument
+from ..._core.events import CallFinished, RetryDenied
+from ...instrumentation import Instrument
 
 __all__ = ["member_main"]
 
@@ -47,13 +47,13 @@ async def _member(config: dict[str, Any], begin: float) -> dict[str, Any]:
     import anyio
     import httpx
 
-    from .._core.policy import RetryPolicy
-    from ..httpx import AsyncRetryTransport
+    from ..._core.policy import RetryPolicy
+    from ...httpx import AsyncRetryTransport
 
     counts = _Counts(config["rate"], config["outage"])
     fleet = None
     if config["redis"]:
-        from ..fleet import RedisFleet
+        from ...fleet import RedisFleet
 
         fleet = RedisFleet(config["redis"], namespace=config["namespace"])
     policy = RetryPolicy(

@@ -23,8 +23,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from .._core.redact import redact_text, redact_url
-from ._trace import _protocol
+from ..._core.redact import redact_text, redact_url
+from ._trace import otlp_protocol
 
 __all__ = ["OtlpMetrics", "setup_metrics"]
 
@@ -104,7 +104,7 @@ def setup_metrics(environ: dict[str, str] | None = None) -> OtlpMetrics:
     exporters = env.get("OTEL_METRICS_EXPORTER") or "otlp"  # the SDK's variable and default
     if not endpoint or "otlp" not in {name.strip() for name in exporters.lower().split(",")}:
         return OtlpMetrics(None, None, None, handler)
-    protocol = _protocol(env, endpoint, "METRICS")
+    protocol = otlp_protocol(env, endpoint, "METRICS")
     exporter = _otlp_metric_exporter(protocol)
     if exporter is None:
         notice = (

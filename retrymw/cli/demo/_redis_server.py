@@ -1,9 +1,10 @@
 """A private ``redis-server`` on 127.0.0.1: the fleet demo's store and the test suite's.
 
 Not public API: ``retrymw demo --fleet`` starts one when no ``--redis URL`` is given, and the
-suite's fixture (``tests/redis_server.py``) wraps the same class. The server keeps nothing on
-disk (no RDB, no AOF), keeps its files in a directory of its own, runs in its own session (a
-Ctrl-C at the terminal reaches the parent only) and is stopped by its pid.
+suite's fixture (``tests/redis_server.py``) wraps the same class; it lives with the demo, its
+only user at run time. The server keeps nothing on disk (no RDB, no AOF), keeps its files in a
+directory of its own, runs in its own session (a Ctrl-C at the terminal reaches the parent
+only) and is stopped by its pid.
 """
 
 from __future__ import annotations

@@ -11,20 +11,20 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._core.events import (
+from ..._core.events import (
     AttemptFinished,
     BreakerStateChanged,
     CallFinished,
     RetryDenied,
     RetryScheduled,
 )
-from .._core.redact import redact_url
-from .._protect.targets import PerTarget
-from ..instrumentation import Instrument
-from ._common import human_duration, percent
+from ..._core.redact import redact_url
+from ..._protect.targets import PerTarget
+from ...instrumentation import Instrument
+from .._common import human_duration, percent
 
 if TYPE_CHECKING:
-    from .._engine.retrier import Retrier
+    from ..._engine.retrier import Retrier
     from ._upstream import FlakyUpstream
 
 __all__ = ["DemoStats", "percentile", "progress_line", "summary"]

@@ -2,7 +2,7 @@
 
 `DemoRun` starts the `FlakyUpstream`, serves ``/metrics``, sets up tracing, sends the load
 through `AsyncRetryTransport` until the duration ends or a signal arrives, ticks the progress
-line and prints the summary. The command's arguments and their meaning live in `_demo`.
+line and prints the summary. The command's arguments and their meaning live in `_command`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from random import Random
 from typing import TYPE_CHECKING, Any
 
-from .._core.redact import redact_url
-from ._common import CliError, human_duration
+from ..._core.redact import redact_url
+from .._common import CliError, human_duration
 from ._console import Console
 from ._report import DemoStats, progress_line, summary
 from ._upstream import FlakyUpstream, UpstreamScript
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import anyio
     import httpx
 
-    from .._core.events import BreakerStateChanged
+    from ..._core.events import BreakerStateChanged
     from ._trace import CallTrace, Tracing
 
 __all__ = ["DemoRun"]
@@ -78,7 +78,7 @@ class DemoRun:
         try:
             from prometheus_client import CollectorRegistry
 
-            from ..instrumentation import PrometheusInstrument
+            from ...instrumentation import PrometheusInstrument
         except ImportError:
             self.console.line("metrics: off (pip install 'retrymw[prometheus]' to serve them)")
         else:
@@ -88,7 +88,7 @@ class DemoRun:
             self.console.line(f"metrics: {redact_url(self.metrics_url)}")
         tracing = self._tracing()
         if tracing is not None:
-            from ..instrumentation import OpenTelemetryInstrument
+            from ...instrumentation import OpenTelemetryInstrument
 
             instruments.append(
                 OpenTelemetryInstrument(
@@ -137,7 +137,7 @@ class DemoRun:
     def _otlp_metrics(self) -> Any:
         """The meter provider pushing to the OTLP endpoint, if one is configured (else None:
         the instrument's global provider, where nobody listens)."""
-        from ._demo_otlp import setup_metrics
+        from ._otlp import setup_metrics
 
         self.otlp = setup_metrics()
         if self.otlp.notice is not None:
@@ -156,7 +156,7 @@ class DemoRun:
         self.console.trace(trace, self.elapsed())
 
     def _breaker(self) -> Any:
-        from .._protect.breaker import CircuitBreaker
+        from ..._protect.breaker import CircuitBreaker
 
         # Time-based rate rule only: the consecutive-failure rule would open the circuit within
         # a few hundred milliseconds of the outage, before the budget has anything to show.
@@ -170,7 +170,7 @@ class DemoRun:
         )
 
     def _policy(self) -> Any:
-        from .._core.policy import RetryPolicy
+        from ..._core.policy import RetryPolicy
 
         return RetryPolicy(
             name="demo",
@@ -190,7 +190,7 @@ class DemoRun:
         """Start everything, run the load until the end, and shut down."""
         import httpx
 
-        from ..httpx import AsyncRetryTransport
+        from ...httpx import AsyncRetryTransport
 
         with self._signal_handlers():
             url = await self._start_upstream()
@@ -223,7 +223,7 @@ class DemoRun:
         """With ``--redis URL``: a `RedisFleet` sharing the budget and breaker (namespace demo)."""
         if self.args.redis is None:
             return None
-        from ..fleet import RedisFleet
+        from ...fleet import RedisFleet
 
         self.fleet = RedisFleet(self.args.redis, namespace="demo")
         self.console.line(f"fleet: budget and breaker shared on {redact_url(self.args.redis)}")

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
-from .._core.redact import redact_url
-from ..instrumentation import _names as names
-from ._common import human_duration
+from ..._core.redact import redact_url
+from ...instrumentation import _names as names
+from .._common import human_duration
 
-__all__ = ["CallTrace", "SummaryProcessor", "Tracing", "setup_tracing"]
+__all__ = ["CallTrace", "SummaryProcessor", "Tracing", "otlp_protocol", "setup_tracing"]
 
 _OTLP_HINT = "pip install opentelemetry-exporter-otlp"
 #: How many recent spans a `SummaryProcessor` keeps for the call spans that link them.
@@ -197,7 +197,7 @@ def setup_tracing(
     )
     notice = None
     if endpoint:
-        protocol = _protocol(env, endpoint)
+        protocol = otlp_protocol(env, endpoint)
         exporter = _otlp_exporter(protocol)
         if exporter is not None:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -214,7 +214,7 @@ def setup_tracing(
     return Tracing(provider, "summarised below", notice, True)
 
 
-def _protocol(env: dict[str, str], endpoint: str, signal: str = "TRACES") -> str:
+def otlp_protocol(env: dict[str, str], endpoint: str, signal: str = "TRACES") -> str:
     """The OTLP protocol of ``signal`` (TRACES, METRICS): from the environment, else guessed
     from the port (4317 is gRPC)."""
     chosen = env.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or env.get(

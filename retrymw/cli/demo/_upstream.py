@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
 
-from ..testing._faults import Fault, FaultPlan
-from ._common import duration, human_duration
+from ...testing._faults import Fault, FaultPlan
+from .._common import duration, human_duration
 
 __all__ = ["FlakyUpstream", "Outage", "UpstreamScript", "parse_outage"]
 

@@ -26,17 +26,17 @@ from retrymw import CallFinished, CircuitBreaker, Retrier, RetryBudget, RetryPol
 from retrymw._core.events import CallOutcome
 from retrymw.cli import build_parser, main
 from retrymw.cli._common import human_duration, percent, silence
-from retrymw.cli._console import Console
-from retrymw.cli._demo import _script
-from retrymw.cli._demo_run import DemoRun
-from retrymw.cli._report import DemoStats, percentile, progress_line, summary
-from retrymw.cli._trace import CallTrace, SummaryProcessor, _protocol, setup_tracing
-from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
+from retrymw.cli.demo._command import _script
+from retrymw.cli.demo._console import Console
+from retrymw.cli.demo._report import DemoStats, percentile, progress_line, summary
+from retrymw.cli.demo._run import DemoRun
+from retrymw.cli.demo._trace import CallTrace, SummaryProcessor, otlp_protocol, setup_tracing
+from retrymw.cli.demo._upstream import FlakyUpstream, Outage, UpstreamScript
 from retrymw.httpx import AsyncRetryTransport
 from retrymw.instrumentation import OpenTelemetryInstrument
 from retrymw.testing import FakeClock
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WAIT = 60.0  # the longest any subprocess may take; the demo ones take ~5-10 s
 
 
@@ -220,7 +220,7 @@ def test_otlp_endpoint_without_the_exporter_falls_back_to_the_console(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With OTEL_EXPORTER_OTLP_ENDPOINT set and no exporter, one notice says what to install."""
-    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: None)
+    monkeypatch.setattr("retrymw.cli.demo._trace._otlp_exporter", lambda protocol: None)
     tracing = setup_tracing(lambda trace: None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317"})
     assert tracing.console
     assert tracing.notice is not None
@@ -233,7 +233,7 @@ def test_otlp_endpoint_with_an_exporter_exports(monkeypatch: pytest.MonkeyPatch)
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     exporter = InMemorySpanExporter()
-    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", lambda protocol: exporter)
+    monkeypatch.setattr("retrymw.cli.demo._trace._otlp_exporter", lambda protocol: exporter)
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}
     tracing = setup_tracing(lambda trace: None, env)
     assert not tracing.console
@@ -254,8 +254,8 @@ def test_otlp_protocol_comes_from_the_environment_or_the_port(
     env: dict[str, str], expected: str
 ) -> None:
     """The OTLP protocol is OTEL_EXPORTER_OTLP_PROTOCOL, else gRPC on port 4317."""
-    assert _protocol(env, "http://collector:4317") == expected
-    assert _protocol({}, "http://collector:4318") == "http/protobuf"
+    assert otlp_protocol(env, "http://collector:4317") == expected
+    assert otlp_protocol({}, "http://collector:4318") == "http/protobuf"
 
 
 def test_outage_windows_start_end_and_repeat() -> None:
@@ -558,7 +558,7 @@ def test_the_otlp_endpoint_is_printed_without_its_credentials(
         exporters.append(InMemorySpanExporter())
         return exporters[-1]
 
-    monkeypatch.setattr("retrymw.cli._trace._otlp_exporter", exporter)
+    monkeypatch.setattr("retrymw.cli.demo._trace._otlp_exporter", exporter)
     endpoint = "http://user:secret@127.0.0.1:4317/?token=abc"
     tracing = setup_tracing(lambda trace: None, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
     tracing.shutdown()

@@ -20,7 +20,7 @@ from retrymw.cli import main
 from tests.redis_server import redis_server
 from tests.system import process_gone, require_binary
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WAIT = 120.0  # the longest a run may take; these take ~5-8 s
 RUN = ["--fleet", "2", "--duration", "3s", "--outage", "1s:1500ms", "--rate", "5"]
 AMPLIFICATION = r"fleet amplification, {}: (\d+\.\d{{3}})x"
@@ -146,8 +146,8 @@ def _args(fleet: int) -> Any:
 
 
 def test_the_summary_says_what_sharing_saved_or_did_not() -> None:
-    from retrymw.cli._fleet_demo import Group, fleet_summary
-    from retrymw.cli._upstream import Outage, UpstreamScript
+    from retrymw.cli.demo._fleet import Group, fleet_summary
+    from retrymw.cli.demo._upstream import Outage, UpstreamScript
 
     script = UpstreamScript(outage=Outage(1.0, 2.0))
     shared = Group("shared budget (fleet)", True, [{"outage_calls": 10, "outage_attempts": 11}])

@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from retrymw.cli import main
-from retrymw.cli._demo_otlp import setup_metrics
+from retrymw.cli.demo._otlp import setup_metrics
 from retrymw.instrumentation import _names as names
 
 _MAX_POSTS = 200
@@ -141,7 +141,7 @@ def test_otel_metrics_exporter_without_otlp_exports_none(
 def test_a_missing_metric_exporter_is_one_notice(otel_env: pytest.MonkeyPatch) -> None:
     """With the endpoint set but no exporter installed for its protocol, one notice says what
     to install and metrics stay on /metrics."""
-    otel_env.setattr("retrymw.cli._demo_otlp._otlp_metric_exporter", lambda protocol: None)
+    otel_env.setattr("retrymw.cli.demo._otlp._otlp_metric_exporter", lambda protocol: None)
     otlp = setup_metrics({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"})
     assert otlp.provider is None
     assert otlp.notice is not None
@@ -160,7 +160,7 @@ def test_metrics_protocol_and_endpoint_have_their_own_variables(
     def exporter(protocol: str) -> None:
         chosen.append(protocol)
 
-    otel_env.setattr("retrymw.cli._demo_otlp._otlp_metric_exporter", exporter)
+    otel_env.setattr("retrymw.cli.demo._otlp._otlp_metric_exporter", exporter)
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317",
         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:9/v1/metrics?token=abc",

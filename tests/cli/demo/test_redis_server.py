@@ -1,4 +1,4 @@
-"""`retrymw.fleet._server`: the private redis-server the fleet demo and the suite both start.
+"""`retrymw.cli.demo._redis_server`: the redis-server the fleet demo and the suite both start.
 
 Real processes on 127.0.0.1: Debian's redis-server (a test fails without it, never skips),
 and ``/bin/sh`` scripts standing in for a redis-server that exits or ignores SIGTERM.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retrymw.fleet._server import (
+from retrymw.cli.demo._redis_server import (
     INSTALL,
     RedisLaunchError,
     RedisServerProcess,

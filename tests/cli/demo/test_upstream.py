@@ -8,7 +8,7 @@ from random import Random
 
 import httpx
 
-from retrymw.cli._upstream import FlakyUpstream, Outage, UpstreamScript
+from retrymw.cli.demo._upstream import FlakyUpstream, Outage, UpstreamScript
 from retrymw.testing import FakeClock, Fault, FaultTransport
 
 
