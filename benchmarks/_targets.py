@@ -1,4 +1,4 @@
-"""The speed promises of issue 8, evaluated from a run (reported, never asserted in tests)."""
+"""The speed floors, evaluated from one run (reported, never asserted in tests)."""
 
 from __future__ import annotations
 
@@ -42,174 +42,132 @@ class _Spec:
     denominator: tuple[str, ...]
     kind: Kind
     bound: float
-    # When set, both sides are costs over this case, paired per round: (num - it) / (den - it).
-    minus: str | None = None
 
 
 # Within the noise: the paired ratio is within 3% of 1, or its interquartile range contains 1.
 _NOISE = 0.03
 
+
+def _at_most(title: str, group: str, numerator: str, denominator: str, bound: float) -> _Spec:
+    return _Spec(title, group, (numerator,), (denominator,), "at_most", bound)
+
+
+def _noise(title: str, group: str, numerator: str, denominator: str) -> _Spec:
+    return _Spec(title, group, (numerator,), (denominator,), "noise", _NOISE)
+
+
+# Floors to hold: what retrymw may cost over the least code that does the same job.
 _SPECS: tuple[_Spec, ...] = (
-    _Spec(
+    _at_most(
         "async success: Retrier.call / hand-written loop",
         "success-async",
-        ("Retrier.call",),
-        ("hand-written loop",),
-        "at_most",
-        3.0,
+        "Retrier.call",
+        "hand-written loop",
+        1.5,
     ),
-    _Spec(
+    _at_most(
         "async success: @Retrier / hand-written loop",
         "success-async",
-        ("@Retrier",),
-        ("hand-written loop",),
-        "at_most",
-        3.0,
+        "@Retrier",
+        "hand-written loop",
+        1.5,
     ),
-    _Spec(
+    _at_most(
         "sync success: Retrier.call_sync / hand-written loop",
         "success-sync",
-        ("Retrier.call_sync",),
-        ("hand-written loop",),
-        "at_most",
-        3.0,
+        "Retrier.call_sync",
+        "hand-written loop",
+        1.5,
     ),
-    _Spec(
-        "async success: fastest tenacity / Retrier.call",
-        "success-async",
-        ("tenacity AsyncRetrying", "@tenacity.retry"),
-        ("Retrier.call",),
-        "at_least",
-        20.0,
+    _at_most(
+        "async fail, fail, ok: Retrier.call, no budget / hand-written + sleep(0)",
+        "failure-async",
+        "Retrier.call budget=None",
+        "hand-written loop",
+        2.5,
     ),
-    _Spec(
-        "async success: fastest stamina / Retrier.call",
-        "success-async",
-        ("@stamina.retry", "stamina AsyncRetryingCaller"),
-        ("Retrier.call",),
-        "at_least",
-        20.0,
+    *(
+        _Spec(
+            f"{mode} success: fastest {peer} / {ours}",
+            f"success-{mode}",
+            forms,
+            (ours,),
+            "at_least",
+            30.0,
+        )
+        for mode, ours, peers in (
+            (
+                "async",
+                "Retrier.call",
+                (
+                    ("tenacity", ("tenacity AsyncRetrying", "@tenacity.retry")),
+                    ("stamina", ("@stamina.retry", "stamina AsyncRetryingCaller")),
+                ),
+            ),
+            (
+                "sync",
+                "Retrier.call_sync",
+                (
+                    ("tenacity", ("tenacity Retrying", "@tenacity.retry")),
+                    ("stamina", ("@stamina.retry", "stamina RetryingCaller")),
+                ),
+            ),
+        )
+        for peer, forms in peers
     ),
-    _Spec(
-        "sync success: fastest tenacity / Retrier.call_sync",
-        "success-sync",
-        ("tenacity Retrying", "@tenacity.retry"),
-        ("Retrier.call_sync",),
-        "at_least",
-        20.0,
-    ),
-    _Spec(
-        "sync success: fastest stamina / Retrier.call_sync",
-        "success-sync",
-        ("@stamina.retry", "stamina RetryingCaller"),
-        ("Retrier.call_sync",),
-        "at_least",
-        20.0,
-    ),
-    _Spec(
+    _at_most(
         "MockTransport 200: retrymw transport, no instruments / bare client",
         "httpx-mock-200",
-        ("retrymw AsyncRetryTransport",),
-        ("bare AsyncClient",),
-        "at_most",
-        1.10,
-    ),
-    _Spec(
-        "MockTransport 200: retrymw transport + Prometheus / bare client",
-        "httpx-mock-200",
-        ("retrymw AsyncRetryTransport + Prometheus",),
-        ("bare AsyncClient",),
-        "at_most",
+        "retrymw AsyncRetryTransport",
+        "bare AsyncClient",
         1.25,
     ),
-    _Spec(
+    _at_most(
+        "coroutine success, OTel SDK / the primitives it emits (floor)",
+        "replay-success",
+        "retrymw OTel SDK",
+        "floor: today's OTel SDK primitives",
+        1.5,
+    ),
+    _at_most(
+        "coroutine fail, fail, ok, OTel SDK / the primitives it emits (floor)",
+        "replay-failure",
+        "retrymw OTel SDK",
+        "floor: today's OTel SDK primitives",
+        1.5,
+    ),
+    _at_most(
+        "httpx 200, OTel SDK / a bare client with the primitives it emits (floor)",
+        "replay-httpx",
+        "retrymw AsyncRetryTransport + OTel SDK",
+        "floor: bare client + today's OTel SDK primitives",
+        1.5,
+    ),
+    _at_most(
+        "coroutine success, Prometheus / its primitives replayed",
+        "replay-success",
+        "retrymw Prometheus",
+        "replay: Prometheus primitives",
+        1.0,
+    ),
+    _noise(
         "loopback, sequential: retrymw / bare httpx",
         "httpx-loopback-seq",
-        ("retrymw sequential",),
-        ("bare sequential",),
-        "noise",
-        _NOISE,
+        "retrymw sequential",
+        "bare sequential",
     ),
-    _Spec(
+    _noise(
         "loopback, 50 concurrent tasks: retrymw / bare httpx",
         "httpx-loopback-concurrent",
-        ("retrymw concurrent",),
-        ("bare concurrent",),
-        "noise",
-        _NOISE,
+        "retrymw concurrent",
+        "bare concurrent",
     ),
-    _Spec(
+    _noise(
         "OTel API without SDK / no instruments",
         "telemetry",
-        ("retrymw OTel API, no SDK",),
-        ("retrymw no instruments",),
-        "noise",
-        _NOISE,
+        "retrymw OTel API, no SDK",
+        "retrymw no instruments",
     ),
-)
-
-# Issue 18: observability at the cost of its primitives. The replayed primitives are frozen to
-# what retrymw called before the trims (benchmarks/cases_replay.py).
-_SPECS += tuple(
-    _Spec(title, group, (numerator,), (denominator,), "at_most", bound, minus)
-    for title, group, numerator, denominator, bound, minus in (
-        (
-            "coroutine success, Prometheus / today's Prometheus primitives replayed",
-            "replay-success",
-            "retrymw Prometheus",
-            "replay: Prometheus primitives",
-            1.3,
-            None,
-        ),
-        (
-            "coroutine success, OTel SDK / today's OTel primitives replayed",
-            "replay-success",
-            "retrymw OTel SDK",
-            "replay: OTel SDK primitives",
-            0.5,
-            None,
-        ),
-        (
-            "coroutine fail, fail, ok, OTel SDK / today's primitives replayed",
-            "replay-failure",
-            "retrymw OTel SDK",
-            "replay: OTel SDK primitives",
-            0.4,
-            None,
-        ),
-        (
-            "httpx 200, OTel SDK, cost over a bare client / the replay's cost over it",
-            "replay-httpx",
-            "retrymw AsyncRetryTransport + OTel SDK",
-            "replay: bare client + OTel SDK primitives",
-            0.55,
-            "bare AsyncClient",
-        ),
-        (
-            "Prometheus with a sampled span current / Prometheus alone",
-            "replay-success",
-            "retrymw Prometheus, sampled span current",
-            "retrymw Prometheus, no span current",
-            1.3,
-            None,
-        ),
-        (
-            "core failure path, no instruments / hand-written + sleep(0)",
-            "failure-async",
-            "Retrier.call budget=None",
-            "hand-written loop",
-            2.0,
-            None,
-        ),
-        (
-            "success path, no instruments / hand-written (kept)",
-            "success-async",
-            "Retrier.call",
-            "hand-written loop",
-            1.3,
-            None,
-        ),
-    )
 )
 
 
@@ -231,16 +189,7 @@ def _evaluate(spec: _Spec, results: Mapping[str, GroupResult]) -> Target:
         return Target(spec.title, _goal(spec), "not run", None, None)
     num = min(top, key=lambda c: c.median)
     den = min(bottom, key=lambda c: c.median)
-    if spec.minus is None:
-        q1, ratio, q3 = paired_ratio(num.samples, den.samples)
-    else:
-        base = group.case(spec.minus) if group else None
-        if base is None:
-            return Target(spec.title, _goal(spec), "not run", None, None)
-        q1, ratio, q3 = paired_ratio(
-            [n - b for n, b in zip(num.samples, base.samples, strict=True)],
-            [d - b for d, b in zip(den.samples, base.samples, strict=True)],
-        )
+    q1, ratio, q3 = paired_ratio(num.samples, den.samples)
     figure = f"{ratio:.2f}{TIMES} (IQR {q1:.2f}{DASH}{q3:.2f})"
     if len(top) > 1:
         figure += f", {num.name}"

@@ -47,6 +47,7 @@ from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.server import ATTEMPT_HEADER, RetryLayerWSGIMiddleware
 from retrymw.testing import FakeClock
+from tests.calls import call_as
 from tests.redis_server import redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -646,7 +647,7 @@ class Workload:
         self.calls += 1
         # Failures are the point: the metrics record them.
         with suppress(Exception):
-            retrier.execute_sync(upstream, operation="GET", target=target)
+            call_as(retrier, upstream, operation="GET", target=target)
 
     def step(self, scenario_step: float) -> None:
         """One round of calls, then advance every clock by ``scenario_step`` virtual seconds."""
@@ -948,8 +949,11 @@ class IncidentWorkload:
             return "ok"
 
         with suppress(Exception):  # failures are the point: the metrics record them
-            self.retriers[incident.name].execute_sync(
-                attempt, operation="GET", target=incident.target_of(host)
+            call_as(
+                self.retriers[incident.name],
+                attempt,
+                operation="GET",
+                target=incident.target_of(host),
             )
         self.tally.call(incident.target_of(host), made)
 

@@ -25,6 +25,7 @@ from retrymw import (
 )
 from retrymw.simulate import SETUPS, Scenario, SimulationResult, simulate, situations, with_setup
 from retrymw.testing import FakeClock
+from tests.calls import call_as
 
 SITUATIONS = {scenario.name: scenario for scenario in situations()}
 EVERY_SETUP = [pytest.param(name, id=name) for name in SETUPS]
@@ -229,14 +230,14 @@ def dead_target_run(
         clock.advance(0.001)
         if index % 10 == 0:
             try:
-                retrier.execute_sync(dead, operation="dead")
+                call_as(retrier, dead, operation="dead")
             except ConnectionError:
                 pass
             except (CircuitOpenError, LoadShedError):
                 dead_refused += 1
             continue
         try:
-            retrier.execute_sync(lambda: None, operation=f"healthy-{index % 2000}")
+            call_as(retrier, lambda: None, operation=f"healthy-{index % 2000}")
         except (CircuitOpenError, LoadShedError):
             refused += 1
     return refused, dead_refused

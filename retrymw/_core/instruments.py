@@ -7,7 +7,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any
 
 from .events import (
     Attached,
@@ -39,19 +39,6 @@ class Instrument:
     .. versionadded:: 0.1
     """
 
-    #: Whether this instrument's call scope may wrap a call's bare first attempt (the fast
-    #: path). True promises three things: `call_started` is then called before that attempt
-    #: and its scope entered around it; `attempt_started` is not called for it (if it fails,
-    #: `attempt_finished` reports it as attempt 1 with nothing before); and, if it succeeds,
-    #: `first_attempt_succeeded` is called inside the scope, instead of `attempt_finished` and
-    #: `call_finished`. The OpenTelemetry instrument sets it: its call span is current during
-    #: the attempt either way. It counts only with `first_attempt_succeeded` implemented.
-    #: ``False`` (the default): an instrument with `call_started` or `attempt_started` keeps
-    #: every call on the full path.
-    #:
-    #: .. versionadded:: 0.3
-    fast_path_call_scope: ClassVar[bool] = False
-
     def call_started(self, event: CallStarted, /) -> Scope | None:
         """A logical call begins; a returned context manager wraps the whole call."""
         return None
@@ -73,21 +60,6 @@ class Instrument:
     def call_finished(self, event: CallFinished, /) -> None:
         """A logical call ended (emitted inside the call's context manager)."""
 
-    def first_attempt_succeeded(
-        self, policy: str, target: str, duration: float, budget_available: float | None, /
-    ) -> None:
-        """A call succeeded at its first attempt, reported without events (the fast path).
-
-        Optional, for instruments that only record metrics: an instrument that implements it
-        records here exactly what its `attempt_finished` and `call_finished` would for that
-        call (attempt and call outcome ``success``, one attempt, the same ``duration`` for
-        both). While every instrument that observes attempts or calls implements it, and none
-        opens call or attempt scopes, such calls skip building events altogether.
-        ``budget_available`` is the budget's tokens, read at most once a second, else ``None``.
-
-        .. versionadded:: 0.3
-        """
-
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """A circuit breaker changed state."""
 
@@ -101,8 +73,7 @@ class Instrument:
         """Whether the per-call hooks would record anything now (checked once per call).
 
         Override it in an instrument that can be idle, such as the OpenTelemetry one with no
-        SDK configured: while it answers False, calls skip its hooks, and keep the fast path
-        when no other instrument needs them.
+        SDK configured: while it answers False, calls skip its hooks.
         """
         return True
 
@@ -114,7 +85,6 @@ HOOKS = (
     "retry_scheduled",
     "retry_denied",
     "call_finished",
-    "first_attempt_succeeded",
     "breaker_state_changed",
     "attached",
 )
@@ -236,12 +206,11 @@ class Dispatch:
 
     __slots__ = (
         *HOOKS,
-        "_first_success",
         "_idle_listening",
-        "fast_call_started",
         "guards",
         "idle_guards",
         "instruments",
+        "observes_calls",
         "observes_outcomes",
         "reports_attempts",
         "times_attempts",
@@ -258,21 +227,16 @@ class Dispatch:
         self.retry_scheduled = _table(guards, "retry_scheduled")
         self.retry_denied = _table(guards, "retry_denied")
         self.call_finished = _table(guards, "call_finished")
-        self.first_attempt_succeeded = _table(guards, "first_attempt_succeeded")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
-        # Decided once: the transports ask for every request (`Engine.plain_first_attempt`).
-        self._first_success = self._first_success_hooks()
-        # The call scopes a fast-path call enters around its bare first attempt (only
-        # instruments that set `Instrument.fast_path_call_scope` have any).
-        self.fast_call_started = () if self._first_success is None else self.call_started
-        # Whether any hook reads an attempt's or a call's status (see `CallRun._outcome`).
+        # Whether any hook hears of calls or attempts: a call's first attempt then never runs
+        # bare (`Engine.run_async`).
+        self.observes_calls = bool(
+            self.call_started or self.attempt_started or self.attempt_finished or self.call_finished
+        )
+        # Whether any hook reads an attempt's or a call's status (read only then).
         self.observes_outcomes = bool(
-            self.attempt_finished
-            or self.retry_scheduled
-            or self.retry_denied
-            or self.call_finished
-            or self.first_attempt_succeeded
+            self.attempt_finished or self.retry_scheduled or self.retry_denied or self.call_finished
         )
         # Whether the end of an attempt is reported: see `CallRun.finish_attempt`.
         self.reports_attempts = bool(
@@ -290,35 +254,6 @@ class Dispatch:
         self._idle_listening = tuple(
             (guard, guard.instrument.listening) for guard in self.idle_guards
         )
-
-    def first_success_hooks(self, *, scoped: bool = True) -> tuple[Hook, ...] | None:
-        """The hooks that record a first-attempt success on the fast path, if they suffice.
-
-        ``None`` when some instrument opens call or attempt scopes (other than the call scopes
-        of instruments that set `Instrument.fast_path_call_scope`, which the fast path then
-        enters from `fast_call_started`; none at all without ``scoped``), or observes attempts
-        or calls without `Instrument.first_attempt_succeeded`: those calls need the events.
-        """
-        if not scoped and self.fast_call_started:
-            return None
-        return self._first_success
-
-    def _first_success_hooks(self) -> tuple[Hook, ...] | None:
-        fast = {guard for guard, _ in self.first_attempt_succeeded}
-        # Scopes are entered on the fast path only for instruments that say so, and that hear
-        # of its success there (so that the fast path runs whenever it has scopes to enter).
-        scoped = {
-            guard
-            for guard in fast
-            if getattr(type(guard.instrument), "fast_path_call_scope", False) is True
-        }
-        for guard, _ in (*self.call_started, *self.attempt_started):
-            if guard not in scoped:
-                return None
-        for guard, _ in (*self.attempt_finished, *self.call_finished):
-            if guard not in fast:
-                return None
-        return self.first_attempt_succeeded
 
     def quiet(self) -> Dispatch | None:
         """The same dispatch without the instruments that can be idle; None if there are none."""

@@ -1,268 +1,203 @@
-"""The drivers of `Retrier`: `execute_async` / `execute_sync` and the plain-path test.
+"""The engine's two doors: `Engine.run_async` and `Engine.run_sync`, one per colour.
 
-The async and sync drivers are deliberately thin loops around the same `CallRun` methods: run the
-attempt, ask the run (which asks the pure `RetryPolicy.decide`) what follows, sleep, repeat.
-`Retrier` builds on `Engine` and adds construction and the front doors.
+Every front door (`Retrier.call`, `Retrier.call_sync`, the decorators, the HTTP transports
+and client helpers) describes its call (`Call`) and hands it here with the attempt to run. The
+doors run the first attempt bare when nothing needs to see or bound it, and otherwise, or once
+it failed, drive the call: a thin loop around the same `CallRun` methods (run the attempt, ask
+the run, which asks the pure `RetryPolicy` decision core, what follows, sleep, repeat).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import CoroutineType
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
 from .._core.clock import async_waiter, waits_disabled
-from .._core.events import BodyRead, CallStarted, Outcome
-from .._core.instruments import NO_SCOPES, Dispatch, Hook, Scopes
+from .._core.instruments import Dispatch
 from .._core.policy import RetryPolicy
+from .._protect.budget import RetryBudget
+from .call import Call
 from .callables import (
     SUSPECT_RESULTS,
     Refused,
-    operation_name,
+    async_result_error,
+    bound_attempt,
+    check_callable,
     refuse_async_result,
     refuse_unawaitable,
+    sync_result_error,
 )
+from .layers import mark_time
 from .retrier_args import _NOT_GIVEN
-from .run import AttemptAdapter, CallRun
+from .run import CallRun
 from .runtime import Runtime, for_target
 from .time_limits import within
 
-if TYPE_CHECKING:
-    from .._protect.budget import RetryBudget
-
-__all__ = ["Engine", "Plain"]
+__all__ = ["Engine"]
 
 T = TypeVar("T")
 
-# How a call may run its first attempt: ``None``, on the full path (events, scopes, admission);
-# ``()``, bare, with nothing to report; otherwise bare, then reported to these hooks of
-# metrics-only instruments if it succeeds (`Instrument.first_attempt_succeeded`). A first
-# attempt that fails goes on down the full path, which reports it as its first attempt.
-Plain = tuple[Hook, ...] | None
-
 
 class Engine:
-    """A `Retrier`'s state and its drivers; `Retrier` sets every slot in its constructor."""
+    """A `Retrier`'s runtime and its two doors; `Retrier` sets every slot in its constructor."""
 
-    __slots__ = (
-        "_dispatch",
-        "_full",
-        "_funded",
-        "_quiet",
-        "_runtime",
-        "policy",
-    )
+    __slots__ = ("_dispatch", "_funded", "_quiet", "_runtime", "policy")
 
     policy: RetryPolicy
-    _dispatch: Dispatch
-    _full: tuple[Dispatch, Plain]  # the dispatch of every instrument, and its calls' `Plain`
-    _funded: RetryBudget | None
-    _quiet: tuple[Dispatch, Plain] | None  # the same without the idle instruments, if any
+    _dispatch: Dispatch  # every instrument's hooks
+    _quiet: Dispatch | None  # the same without the idle instruments, if any can be idle
+    _funded: RetryBudget | None  # the one budget every call funds, when not per target
     _runtime: Runtime  # what every call reads: effects and protection
 
-    def _current(self) -> tuple[Dispatch, Plain]:
-        """The dispatch for a call starting now, and how its policy may run the first attempt."""
+    def _current(self) -> Dispatch:
+        """The dispatch of a call starting now: without the instruments idle at the moment."""
         quiet = self._quiet
-        return self._full if quiet is None or self._dispatch.listening() else quiet
+        return self._dispatch if quiet is None or self._dispatch.listening() else quiet
 
-    def plain_first_attempt(self, policy: RetryPolicy) -> tuple[Dispatch, Plain]:
-        """How a call under ``policy`` starting now may run its first attempt (`Plain`).
+    def _runs_bare(self, call: Call | None, dispatch: Dispatch) -> bool:
+        """Whether a call's first attempt may run bare: nothing observes or bounds it.
 
-        Not ``None`` when no breaker or throttle admits attempts, the policy bounds no attempt
-        in time, and every instrument that observes calls or attempts is satisfied with
-        `Instrument.first_attempt_succeeded`. A front door that checks results itself (the
-        httpx transport) then runs the first attempt directly: if it succeeds, it reports it
-        with `report_first_success` (when hooks are returned); otherwise it hands it to
-        `execute_async` / `execute_sync` through ``first_result`` / ``first_error`` and
-        ``started``.
+        No instrument hears of calls or attempts, no breaker or throttle admits attempts, no
+        store resumes calls, the policy bounds no attempt in time, and its outcome needs no
+        judging beyond "it raised": a coroutine's result is judged only by a matcher that reads
+        results, an HTTP response by its adapter (`AttemptAdapter.settles`).
         """
-        dispatch = self._current()[0]
-        return dispatch, self._plain_hooks(policy, dispatch, transport=True)
+        if dispatch.observes_calls or self._runtime.guards_calls:
+            return False
+        policy = self.policy if call is None else call.policy
+        if policy.timeout is not None or policy.deadline is not None:
+            return False
+        retry_on = policy.retry_on
+        return (
+            retry_on is None
+            or not retry_on.uses_results
+            or (call is not None and call.adapter is not None)
+        )
 
-    def _plain_hooks(
-        self, policy: RetryPolicy, dispatch: Dispatch, *, transport: bool = False
-    ) -> Plain:
-        """How calls under ``policy`` run their first attempt: `Plain`."""
-        # The plain path runs the first attempt with no bookkeeping at all; anything that must
-        # observe or bound that first attempt sends calls down the full path instead.
-        if (
-            self._runtime.breaker is not None
-            or self._runtime.throttle is not None
-            or self._runtime.store is not None
-            or policy.timeout is not None
-            or policy.deadline is not None
-            or (not transport and policy.retry_on is not None and policy.retry_on.uses_results)
-        ):
-            return None
-        # A transport's attempt has its own scope (the CLIENT span), so no call scope will do.
-        return dispatch.first_success_hooks(scoped=not transport)
+    def _call_of(self, fn: Callable[..., Any], call: Call | None) -> Call:
+        """``call``, or the call of ``fn`` under this retrier's policy, named after ``fn``."""
+        return call if call is not None else Call.of(fn, self.policy)
 
-    def report_first_success(
-        self, hooks: tuple[Hook, ...], policy: str, target: str, started: float
-    ) -> None:
-        """Tell the instruments that a call's bare first attempt succeeded (never raises).
-
-        ``hooks`` are the `Instrument.first_attempt_succeeded` hooks (what
-        `plain_first_attempt` returned), ``started`` the clock's time when the attempt began.
-        An instrument that raises is disabled, as in every hook.
-        """
-        runtime = self._runtime
-        now = runtime.clock.now()
-        budget_available = None
-        if runtime.budget is not None and runtime.budget_gauge_due(now):
-            # As on the full path: the gauge is refreshed at most once a second on success.
-            budget = for_target(runtime.budget, target)
+    def _fund(self, fn: Callable[..., Any], call: Call | None) -> None:
+        """A call succeeded at its bare first attempt: it funds its target's budget."""
+        funded = self._funded
+        if funded is not None:
+            funded.record_success()
+        elif self._runtime.budget is not None:
+            budget = for_target(self._runtime.budget, self._call_of(fn, call).target)
             if budget is not None:  # pragma: no branch - a PerTarget always gives one
-                budget_available = budget.available()
-        duration = now - started
-        for guard, method in hooks:
-            if guard.enabled:
-                try:
-                    method(policy, target, duration, budget_available)
-                except Exception:
-                    guard.fail("first_attempt_succeeded")
+                budget.record_success()
 
-    def open_plain(
-        self, dispatch: Dispatch, fn: Callable[..., object], operation: str | None
-    ) -> tuple[float, Scopes, str | None]:
-        """The start of a call's bare first attempt that instruments hear of: its time, the
-        call scopes entered around it, and the operation's name if they needed it.
-
-        Only instruments that set `Instrument.fast_path_call_scope` have such scopes
-        (`Dispatch.fast_call_started`); with none, the scopes are `NO_SCOPES`. If the attempt
-        fails, the scopes go to `execute_async` / `execute_sync` with ``plain_path``; if it
-        raises past the retrier (cancellation), to `abandon_plain`.
-        """
-        started = self._runtime.clock.now()
-        if not dispatch.fast_call_started:
-            return started, NO_SCOPES, operation
-        operation = operation or operation_name(fn)
-        policy = self.policy
-        event = CallStarted(
-            policy=policy.name, target=operation, operation=operation, max_attempts=policy.attempts
-        )
-        return started, Dispatch.enter(dispatch.fast_call_started, event), operation
-
-    def abandon_plain(
+    async def run_async(
         self,
-        dispatch: Dispatch,
-        scopes: Scopes,
-        error: BaseException,
-        *,
-        operation: str,
-        since: int,
-        started: float | None,
-        policy: RetryPolicy | None = None,
-        target: str | None = None,
-        request: object = None,
-    ) -> None:
-        """A bare first attempt ended the call with what is never retried (cancellation,
-        ``SystemExit``, a misuse refused): report its end as the full path would, and exit the
-        scopes `open_plain` entered. The front door names the call as for `execute_async`."""
-        run = CallRun(
-            self._runtime,
-            policy or self.policy,
-            operation,
-            target,
-            None,
-            request,
-            since,
-            started,
-            (dispatch, scopes),
-        )
-        run.attempt = 1
-        run.abort(error)
+        fn: Callable[..., Awaitable[T]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call: Call | None = None,
+    ) -> T:
+        """Await ``fn(*args, **kwargs)`` until the policy accepts an outcome or gives up.
 
-    def plain_body_ended(
-        self,
-        dispatch: Dispatch,
-        hooks: tuple[Hook, ...],
-        body: BodyRead,
-        error: Exception | None,
-        *,
-        response: object,
-        status: int | None,
-        head_at: float,
-        started: float,
-        since: int,
-        policy: RetryPolicy,
-        operation: str,
-        target: str,
-        request: object,
-    ) -> None:
-        """The body of the response a bare first attempt returned ended (the HTTP fast path):
-        the attempt lasted until then.
-
-        Read or closed, it is the success `report_first_success` tells ``hooks``; cut or
-        stalled (``error``), the attempt failed after all, and the call with it, reported as
-        the full path reports them (`CallRun.body_ended`) to ``dispatch``, the dispatch the
-        attempt ran under. ``head_at`` is the clock's time when the response's head came.
+        ``call`` describes the call (`Call`); ``None`` is a call of ``fn`` under this retrier's
+        policy, named after ``fn``, described only once something needs it.
         """
-        if error is None:
-            self.report_first_success(hooks, policy.name, target, started)
-            return
-        run = CallRun(
-            self._runtime,
-            policy,
-            operation,
-            target,
-            None,
-            request,
-            since,
-            started,
-            (dispatch, NO_SCOPES),
+        dispatch = self._current()
+        if not self._runs_bare(call, dispatch):
+            return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
+        since = mark_time()  # a mark later than this was made inside this call
+        awaitable: Any = _NOT_GIVEN
+        try:
+            awaitable = fn(*args, **kwargs)
+            result = await awaitable
+        except Exception as error:
+            first = error
+        else:
+            adapter = None if call is None else call.adapter
+            if adapter is None or adapter.settles(result):
+                self._fund(fn, call)
+                return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
+            return await self._drive_async(
+                fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_result=result
+            )
+        # Misuse is told apart only once something failed, off the success path: ``fn`` not
+        # callable, or what it returned not awaitable. Refused, never retried.
+        if isinstance(first, TypeError):
+            if not callable(fn):
+                check_callable(fn, "retrier.call()")
+            if awaitable is not _NOT_GIVEN and not hasattr(awaitable, "__await__"):
+                raise sync_result_error(fn, awaitable) from None
+        # Outside the except block: the retries' exceptions must not carry the first one as
+        # their __context__ ("During handling of the above exception...").
+        resumed = self._drive_async(
+            fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_error=first
         )
-        run.attempt = 1
-        run.result, run.status = response, status
-        outcome = Outcome(attempt=1, elapsed=head_at - started, result=response, status=status)
-        run.pending = (outcome, False, head_at)
-        run.body_ended(body, error)
+        # The first error's traceback holds this frame: not holding the error here too leaves
+        # no reference cycle for the garbage collector to find after every retried call.
+        del first
+        return await resumed
 
-    # -- drivers -------------------------------------------------------------------------------
+    def run_sync(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call: Call | None = None,
+    ) -> T:
+        """Sync twin of `run_async`: blocking sleeps; an attempt's time limit bounds what
+        honours `within` (a blocking attempt cannot be cancelled)."""
+        dispatch = self._current()
+        if not self._runs_bare(call, dispatch):
+            return self._drive_sync(fn, args, kwargs, self._call_of(fn, call), dispatch)
+        since = mark_time()
+        first: Exception | None = None
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as error:
+            first = error
+        if first is not None:
+            try:  # outside the except block, as in `run_async`: no accidental chaining
+                return self._drive_sync(
+                    fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_error=first
+                )
+            finally:
+                first = None  # no reference cycle through this frame, as in `run_async`
+        if type(result) in SUSPECT_RESULTS:
+            refusal = async_result_error(fn, result)
+            if refusal is not None:
+                raise refusal  # never retried
+        adapter = None if call is None else call.adapter
+        if adapter is None or adapter.settles(result):
+            self._fund(fn, call)
+            return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
+        return self._drive_sync(
+            fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_result=result
+        )
+
+    # -- the drivers: the full path ------------------------------------------------------------
 
     # One loop, like its sync twin, with a resumed call's store I/O awaited in place: split up,
     # the steps a call takes would no longer read in order.
-    async def execute_async(  # noqa: PLR0915
+    async def _drive_async(  # noqa: PLR0915
         self,
-        attempt: Callable[[], Awaitable[T]],
+        fn: Callable[..., Awaitable[T]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call: Call,
+        dispatch: Dispatch,
+        since: int | None = None,
         *,
-        operation: str,
-        target: str | None = None,
-        policy: RetryPolicy | None = None,
-        adapter: AttemptAdapter | None = None,
-        request: object = None,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
-        since: int | None = None,
-        started: float | None = None,
-        plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
-        """Run ``attempt`` until the policy accepts an outcome or gives up (async driver).
-
-        Front doors use this directly: ``target`` labels telemetry and keys the breaker
-        (default: ``operation``), ``policy`` overrides the retrier's policy for one call,
-        ``adapter`` refines outcomes, and ``first_error`` or ``first_result`` resumes a call
-        whose first attempt already ran on the plain path (see `plain_first_attempt`), with
-        ``since``, the `LAST_MARK` read before that attempt (retry at one layer), ``started``,
-        the clock's time when it began (then reported as the call's first attempt), and
-        ``plain_path``, the dispatch that attempt ran under and the call scopes entered around
-        it (`open_plain`; `NO_SCOPES` when none).
-        """
-        run = CallRun(
-            self._runtime,
-            policy or self.policy,
-            operation,
-            target,
-            adapter,
-            request,
-            since,
-            started,
-            (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
-        )
+        """Drive ``call`` (async): from its start, or on from its bare first attempt's outcome
+        (``first_error`` or ``first_result``, with ``since`` read before that attempt)."""
+        attempt = bound_attempt(fn, args, kwargs)
+        run = CallRun(self._runtime, call, dispatch, since)
+        adapter = call.adapter
         clock = self._runtime.clock
-        bounded = run.policy.timeout is not None or run.policy.deadline is not None
+        bounded = call.policy.timeout is not None or call.policy.deadline is not None
         # A resumed call's store I/O runs in worker threads, awaited here, before the sync
         # step that adopts it: it never blocks the event loop (`ResumableRun`).
         resume = run.resume
@@ -282,8 +217,7 @@ class Engine:
                     wait = async_waiter(clock)
                     if wait is not None:
                         await wait(delay)
-                    if scopes is not NO_SCOPES:
-                        scopes.exit()
+                    scopes.exit()
                 if not run.guarded:
                     run.attempt += 1
                 else:
@@ -296,7 +230,7 @@ class Engine:
                 try:
                     awaitable = attempt()
                     if type(awaitable) is not CoroutineType:
-                        refuse_unawaitable(attempt, awaitable)
+                        refuse_unawaitable(fn, awaitable)
                     if not bounded:
                         result = await awaitable
                     else:
@@ -322,36 +256,24 @@ class Engine:
             await resume.end_async(ended=True)
         return run.conclude()  # type: ignore[no-any-return]
 
-    def execute_sync(
+    def _drive_sync(
         self,
-        attempt: Callable[[], T],
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call: Call,
+        dispatch: Dispatch,
+        since: int | None = None,
         *,
-        operation: str,
-        target: str | None = None,
-        policy: RetryPolicy | None = None,
-        adapter: AttemptAdapter | None = None,
-        request: object = None,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
-        since: int | None = None,
-        started: float | None = None,
-        plain_path: tuple[Dispatch, Scopes] | None = None,
     ) -> T:
-        """Sync twin of `execute_async`: same `CallRun`, blocking sleeps; an attempt's time limit
-        bounds what honours `within` (a blocking attempt cannot be cancelled)."""
-        run = CallRun(
-            self._runtime,
-            policy or self.policy,
-            operation,
-            target,
-            adapter,
-            request,
-            since,
-            started,
-            (self._current()[0], NO_SCOPES) if plain_path is None else plain_path,
-        )
+        """Sync twin of `_drive_async`."""
+        attempt = bound_attempt(fn, args, kwargs)
+        run = CallRun(self._runtime, call, dispatch, since)
+        adapter = call.adapter
         clock = self._runtime.clock
-        bounded = run.policy.timeout is not None or run.policy.deadline is not None
+        bounded = call.policy.timeout is not None or call.policy.deadline is not None
         try:
             delay = run.open(first_result, first_error)
             while delay is not None:
@@ -363,8 +285,7 @@ class Engine:
                     scopes = run.sleep_scopes
                     if not waits_disabled():  # a blocking sleep dwarfs any frame saved here
                         clock.sleep_sync(delay)
-                    if scopes is not NO_SCOPES:
-                        scopes.exit()
+                    scopes.exit()
                 if not run.guarded:
                     run.attempt += 1
                 elif not run.start_attempt():
@@ -380,7 +301,7 @@ class Engine:
                         with within(run.attempt_limit()):
                             result = attempt()
                     if type(result) in SUSPECT_RESULTS:
-                        refuse_async_result(attempt, result)
+                        refuse_async_result(fn, result)
                 except Exception as error:
                     delay = run.finish_attempt(None, error)
                 else:

@@ -13,25 +13,25 @@ answers a failed request with ``x-should-retry: false``, which the caller's tran
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .._core.events import Outcome, RetryReason
-from .._core.forks import ForkSafeLock
 
 __all__ = [
     "FINAL_REASONS",
-    "LAST_MARK",
     "Inbound",
     "copy_mark",
     "current",
     "mark",
+    "mark_time",
     "retried_below",
     "serving",
 ]
 
-#: The attribute a final error or response carries: the serial of its marking (`LAST_MARK`).
+#: The attribute a final error or response carries: when it was marked (`mark_time`).
 _ATTRIBUTE = "_retrymw_final"
 
 #: Give-up reasons that end a call for good even after a single attempt: the server forbade a
@@ -42,13 +42,11 @@ FINAL_REASONS: frozenset[RetryReason] = frozenset(
     {"server_said_no", "retried_below", "throttled", "circuit_open", "shed"}
 )
 
-#: The serial of the newest mark, in a one-item list: ``LAST_MARK[0]``. A call reads it before
-#: its first attempt (its ``since``, a read rather than a call: every call takes one), and a mark
-#: made after that, hence inside the call, has a greater serial. A call that began after the
-#: newest mark cannot find one made inside it, which spares its retry decisions the attribute
-#: lookups of `retried_below`.
-LAST_MARK: list[int] = [0]
-_mark_lock = ForkSafeLock()
+
+def mark_time() -> int:
+    """The time a mark bears, and a call reads before its first attempt (its ``since``): a
+    mark later than a call's ``since`` was made inside that call (`time.monotonic_ns`)."""
+    return time.monotonic_ns()
 
 
 def mark(value: object) -> None:
@@ -57,10 +55,8 @@ def mark(value: object) -> None:
     An object that takes no attribute (``None``, an int, a slotted class) stays unmarked: the
     layer above may then retry it, as before.
     """
-    with _mark_lock:  # give-ups only: off the hot path
-        serial = LAST_MARK[0] = LAST_MARK[0] + 1
     try:
-        setattr(value, _ATTRIBUTE, serial)
+        setattr(value, _ATTRIBUTE, time.monotonic_ns())
     except Exception:  # no attribute can be set on it: unmarked is the safe side
         return
 
@@ -75,13 +71,11 @@ def copy_mark(source: BaseException, target: BaseException) -> None:
 def retried_below(outcome: Outcome, since: int) -> bool:
     """Whether ``outcome`` carries a mark left by a call nested in the one asking.
 
-    Only a mark made after the asking call began (``since``, taken before its first attempt)
-    counts: one exception object raised again and again (a module-level instance) stays
-    retryable on every later call. An error's ``response`` (``httpx.HTTPStatusError``) is
+    Only a mark made after the asking call began (``since``, its `mark_time` before its first
+    attempt) counts: one exception object raised again and again (a module-level instance)
+    stays retryable on every later call. An error's ``response`` (``httpx.HTTPStatusError``) is
     looked at too.
     """
-    if LAST_MARK[0] <= since:
-        return False
     error = outcome.exception
     try:
         values = (error, outcome.result, getattr(error, "response", None))

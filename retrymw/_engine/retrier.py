@@ -1,35 +1,29 @@
-"""`Retrier`: the runtime object. One per-call `CallRun` holds the logic; the drivers only execute.
+"""`Retrier`: construction and the front doors (`call`, `call_sync`, the decorator, `retry`).
 
-The drivers (`execute_async` / `execute_sync`) live in `drivers.Engine`, the argument checks
-and protection listeners in `retrier_args`; here are construction and the front doors.
+Each front door hands its call to the engine's door of its colour (`Engine.run_async`,
+`Engine.run_sync`, in `drivers`); the argument checks and protection listeners are in
+`retrier_args`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from random import Random
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .._core.clock import SYSTEM_CLOCK, Clock
-from .._core.instruments import NO_SCOPES, Dispatch, Hook, Scopes
+from .._core.instruments import Dispatch
 from .._core.policy import RetryPolicy
 from .._core.redact import safe_repr
 from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
 from .callables import (
-    SUSPECT_RESULTS,
-    async_result_error,
-    bound_attempt,
     check_callable,
     check_decorated,
     is_async,
-    operation_name,
-    sync_result_error,
 )
 from .drivers import Engine
-from .layers import LAST_MARK
 
 # Re-exported: the transports and `_http.exchange` import these sentinels from here.
 from .retrier_args import _DEFAULT as _DEFAULT
@@ -139,11 +133,9 @@ class Retrier(Engine):
                 if protection is not None:  # a budget's fleet key names its policy
                     fleet.attach(protection, owner=self.policy.name)
         self._announce()
-        self._full = (self._dispatch, self._plain_hooks(self.policy, self._dispatch))
         # Instruments that can be idle (OpenTelemetry without an SDK) are asked once per call;
-        # while none listens, calls use this dispatch without them, and its plain path.
-        quiet = self._dispatch.quiet()
-        self._quiet = None if quiet is None else (quiet, self._plain_hooks(self.policy, quiet))
+        # while none listens, calls use this dispatch without them.
+        self._quiet = self._dispatch.quiet()
 
     def _announce(self) -> None:
         """Announce the policy and protection to the instruments before any call (`Attached`).
@@ -214,7 +206,9 @@ class Retrier(Engine):
         """
         if not callable(fn):
             check_callable(fn, "retrier.call_sync()")
-        return self._call_sync(fn, args, kwargs, None)
+        if self.policy.timeout is not None:
+            raise _sync_timeout_error(self.policy.timeout)
+        return self.run_sync(fn, args, kwargs)
 
     @overload
     def __call__(
@@ -232,28 +226,29 @@ class Retrier(Engine):
                 the caller iterates, out of the retrier's reach), or is not callable.
         """
         check_decorated(fn)
+        run_async, run_sync = self.run_async, self.run_sync
         if is_async(fn):
-            call: Callable[..., Awaitable[Any]] = self.call
 
             @functools.wraps(fn)
-            async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                # `call` itself (its coroutine is the call); no keywords, no dict to merge.
-                return await (call(fn, *args, **kwargs) if kwargs else call(fn, *args))
+            async def retried_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await run_async(fn, args, kwargs)
 
-            return run_async
+            return retried_async
 
         if self.policy.timeout is not None:
             raise _sync_timeout_error(self.policy.timeout)
-        operation = operation_name(fn)
 
         @functools.wraps(fn)
-        def run(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return self._call_sync(fn, args, kwargs, operation)
+        def retried(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return run_sync(fn, args, kwargs)
 
-        return run
+        return retried
 
-    async def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await ``fn(*args, **kwargs)`` with retries and return its result.
+    def call(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, T]:
+        """Await ``fn(*args, **kwargs)`` with retries and return its result: ``await
+        retrier.call(fn, ...)``.
 
         ``fn`` returns an awaitable: a coroutine function, or any callable returning one (a
         lambda, a partial). Misuse is refused with a `TypeError` that names the right call, and
@@ -268,167 +263,8 @@ class Retrier(Engine):
             LoadShedError: the throttle shed an attempt (see `LoadShedError`).
             TypeError: ``fn`` cannot be retried by ``call`` (see above).
         """
-        # This coroutine is the call itself, with no frame in front of it (the decorator's
-        # wrapper awaits it too).
-        quiet = self._quiet  # `_current()` inlined: every call asks
-        dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
-        if plain is None:
-            if not callable(fn):
-                check_callable(fn, "retrier.call()")
-            return await self.execute_async(
-                bound_attempt(fn, args, kwargs), operation=operation_name(fn)
-            )
-        since = LAST_MARK[0]  # a mark newer than this was made inside this call
-        started, scopes, operation = None, NO_SCOPES, None  # named when needed (`operation_name`)
-        if plain:
-            started, scopes, operation = self.open_plain(dispatch, fn, None)
-        awaitable: Any = _NOT_GIVEN
-        try:
-            # No keywords, no dict to unpack. (A ParamSpec call must pass both, says mypy.)
-            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)  # type: ignore[call-arg]
-            result = await awaitable
-        except Exception as error:
-            first = error
-        except BaseException as error:
-            if plain:
-                self.abandon_plain(
-                    dispatch,
-                    scopes,
-                    error,
-                    operation=operation or operation_name(fn),
-                    since=since,
-                    started=started,
-                )
-            raise
-        else:
-            funded = self._funded
-            if funded is not None and started is None:
-                # The common case, inline: `record_success` without its frame, nothing to report.
-                funded._count_success()
-            else:
-                self._plain_success(plain, operation, fn, started, scopes)
-            return result  # type: ignore[no-any-return]
-        # Misuse is told apart only once something failed, off the success path: ``fn`` not
-        # callable, or what it returned not awaitable. Refused, never retried.
-        if isinstance(first, TypeError):
-            try:
-                if not callable(fn):
-                    check_callable(fn, "retrier.call()")
-                if awaitable is not _NOT_GIVEN and not inspect.isawaitable(awaitable):
-                    raise sync_result_error(fn, awaitable) from None
-            except TypeError as refusal:
-                if plain:
-                    self.abandon_plain(
-                        dispatch,
-                        scopes,
-                        refusal,
-                        operation=operation or operation_name(fn),
-                        since=since,
-                        started=started,
-                    )
-                raise
-        # Outside the except block: the retries' exceptions must not carry the first one
-        # as their __context__ ("During handling of the above exception...").
-        resumed = self.execute_async(
-            bound_attempt(fn, args, kwargs),
-            operation=operation or operation_name(fn),
-            first_error=first,
-            since=since,
-            started=started,
-            plain_path=(dispatch, scopes),
-        )
-        # The first error's traceback holds this frame: not holding the error here too leaves
-        # no reference cycle for the garbage collector to find after every retried call.
-        del first
-        return await resumed
-
-    def _call_sync(self, fn: Callable[..., T], args: Any, kwargs: Any, operation: str | None) -> T:
-        if self.policy.timeout is not None:
-            raise _sync_timeout_error(self.policy.timeout)
-        quiet = self._quiet  # `_current()` inlined: every call asks
-        dispatch, plain = self._full if quiet is None or self._dispatch.listening() else quiet
-        if plain is None:
-            return self.execute_sync(
-                bound_attempt(fn, args, kwargs), operation=operation or operation_name(fn)
-            )
-        since = LAST_MARK[0]  # a mark newer than this was made inside this call
-        started, scopes = None, NO_SCOPES
-        if plain:
-            started, scopes, operation = self.open_plain(dispatch, fn, operation)
-        first: Exception | None = None
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as error:
-            first = error
-        except BaseException as error:
-            if plain:
-                self.abandon_plain(
-                    dispatch,
-                    scopes,
-                    error,
-                    operation=operation or operation_name(fn),
-                    since=since,
-                    started=started,
-                )
-            raise
-        if first is not None:
-            # Outside the except block, as in `call`: no accidental chaining.
-            try:
-                return self.execute_sync(
-                    bound_attempt(fn, args, kwargs),
-                    operation=operation or operation_name(fn),
-                    first_error=first,
-                    since=since,
-                    started=started,
-                    plain_path=(dispatch, scopes),
-                )
-            finally:
-                first = None  # no reference cycle through this frame, as in `call`
-        if type(result) in SUSPECT_RESULTS:
-            refusal = async_result_error(fn, result)
-            if refusal is not None:
-                if plain:
-                    self.abandon_plain(
-                        dispatch,
-                        scopes,
-                        refusal,
-                        operation=operation or operation_name(fn),
-                        since=since,
-                        started=started,
-                    )
-                raise refusal  # never retried
-        self._plain_success(plain, operation, fn, started, scopes)
-        return result
-
-    def _plain_success(
-        self,
-        hooks: tuple[Hook, ...],
-        operation: str | None,
-        fn: Callable[..., Any],
-        started: float | None,
-        scopes: Scopes = NO_SCOPES,
-    ) -> None:
-        """A call's bare first attempt succeeded: fund the budget, tell the instruments (inside
-        the call scopes `open_plain` entered), and exit those scopes."""
-        funded = self._funded
-        if funded is not None:
-            funded._count_success()  # `record_success` without its frame
-        elif self._runtime.budget is not None:
-            self._record_success(operation, fn)
-        if started is not None:
-            self.report_first_success(
-                hooks, self.policy.name, operation or operation_name(fn), started
-            )
-        if scopes is not NO_SCOPES:
-            scopes.exit()
-
-    def _record_success(self, operation: str | None, fn: Callable[..., Any]) -> None:
-        """Fund the budget for a call that succeeded on the plain path."""
-        budget = self._runtime.budget
-        if isinstance(budget, PerTarget):
-            budget = budget.for_target(operation or operation_name(fn))
-        if budget is not None:
-            budget.record_success()
+        # The engine's coroutine is the call itself: no frame in front of it.
+        return self.run_async(fn, args, kwargs)
 
 
 @overload

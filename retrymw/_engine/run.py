@@ -18,12 +18,13 @@ from .._core.events import (
     Outcome,
     RetryReason,
 )
-from .._core.instruments import NO_SCOPES, Dispatch, Scopes
+from .._core.instruments import NO_SCOPES, Dispatch
 from .._core.matchers import status_of
-from .._core.policy import CallState, RetryPolicy
+from .._core.policy import CallState
 from . import reports
+from .call import Call
 from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
-from .layers import FINAL_REASONS, LAST_MARK, retried_below
+from .layers import FINAL_REASONS, mark_time, retried_below
 from .resume import ResumableRun
 from .retrier_args import _NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
@@ -60,7 +61,7 @@ class CallRun(CallState):
         "resume",
         "retry_admitted",
         "runtime",
-        "serial",
+        "since",
         "sleep_scopes",
         "status",
         "target",
@@ -68,30 +69,17 @@ class CallRun(CallState):
         "withholds",
     )
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        policy: RetryPolicy,
-        operation: str,
-        target: str | None,
-        adapter: AttemptAdapter | None,
-        request: object,
-        since: int | None,
-        started: float | None,
-        path: tuple[Dispatch, Scopes],
-    ) -> None:
+    def __init__(self, runtime: Runtime, call: Call, dispatch: Dispatch, since: int | None) -> None:
         self.runtime = runtime
-        self.policy = policy
-        self.operation = operation
-        self.target = target if target is not None else operation
-        self.adapter = adapter
-        self.request = request
-        # The dispatch and call scopes: a call resumed from the plain path keeps those its
-        # first attempt ran under (an idle instrument that starts listening meanwhile would
-        # hear half a call); any other call takes the current dispatch and enters its own.
-        self.dispatch, self.call_scopes = path
+        self.policy = call.policy
+        self.operation = call.operation
+        self.target = call.target
+        self.adapter = call.adapter
+        self.request = call.request
+        self.dispatch = dispatch
+        self.call_scopes = NO_SCOPES
         self.attempt = 0
-        self.started_at = runtime.clock.now() if started is None else started
+        self.started_at = runtime.clock.now()
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
         self.instrument_time = 0.0
@@ -121,18 +109,21 @@ class CallRun(CallState):
         self.resume = (
             None
             if store is None
-            else ResumableRun.open(store, policy, runtime.clock, self.deadline_left)
+            else ResumableRun.open(store, self.policy, runtime.clock, self.deadline_left)
         )
-        # Whether a retry the policy grants may yet be withheld (`_withheld`).
-        self.withholds = runtime.gates_retries or self.resume is not None
+        # Whether a retry the policy grants may yet be withheld (`_withheld`): by protection,
+        # the store, or a layer below that already retried.
+        self.withholds = (
+            runtime.gates_retries or self.resume is not None or not self.policy.retry_below
+        )
         # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
         # timing it): when not, the drivers only count it.
         self.guarded = (
             runtime.admits_attempts or self.resume is not None or self.dispatch.times_attempts
         )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
-        # a call resumed from a bare first attempt read it before that attempt.
-        self.serial = LAST_MARK[0] if since is None else since
+        # a call going on from its bare first attempt read it before that attempt.
+        self.since = mark_time() if since is None else since
 
     # -- steps, in the order the drivers call them ---------------------------------------------
 
@@ -254,7 +245,7 @@ class CallRun(CallState):
             reason = step
         elif step is not None:
             delay = step
-            if self.withholds or LAST_MARK[0] > self.serial:
+            if self.withholds:
                 reason = self._withheld(step, outcome)
                 if reason is not None:
                     delay = None
@@ -424,11 +415,7 @@ class CallRun(CallState):
 
     def _withheld(self, delay: float, outcome: Outcome) -> RetryReason | None:
         """Why the retry the policy granted (after ``delay``) does not happen, if it does not."""
-        if (
-            LAST_MARK[0] > self.serial
-            and not self.policy.retry_below
-            and retried_below(outcome, self.serial)
-        ):
+        if not self.policy.retry_below and retried_below(outcome, self.since):
             # Retry at one layer: what a call nested in this one retried and gave up on is
             # final here too, whichever front door (coroutine, function, transport, helper).
             return "retried_below"

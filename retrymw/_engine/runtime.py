@@ -46,6 +46,8 @@ class Runtime:
     Attributes:
         admits_attempts: a breaker or throttle admits each attempt.
         gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
+        guards_calls: something decides about each attempt before it runs (a breaker or
+            throttle admitting it, a store claiming it).
     """
 
     __slots__ = (
@@ -55,6 +57,7 @@ class Runtime:
         "budget",
         "clock",
         "gates_retries",
+        "guards_calls",
         "rng",
         "store",
         "throttle",
@@ -77,6 +80,7 @@ class Runtime:
         self.throttle = throttle
         self.store = store
         self.admits_attempts = breaker is not None or throttle is not None
+        self.guards_calls = self.admits_attempts or store is not None
         self.gates_retries = breaker is not None or throttle is not None or budget is not None
         self._budget_read_at = -math.inf
 
@@ -94,6 +98,11 @@ class Runtime:
 
 class AttemptAdapter(Protocol):
     """How a front door (the httpx transport) refines outcomes and disposes of results."""
+
+    def settles(self, result: object) -> bool:
+        """Whether ``result``, what a bare first attempt returned, is final: the call succeeded
+        (an HTTP response the policy would not retry)."""
+        ...
 
     def before_attempt(self, attempt: int) -> None:
         """Attempt number ``attempt`` starts now (a resumed call counts other processes' too)."""

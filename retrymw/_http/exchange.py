@@ -25,13 +25,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 
 from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
-from .._core.instruments import NO_SCOPES, Dispatch
 from .._core.policy import RetryPolicy
-from .._engine.drivers import Plain
-from .._engine.layers import LAST_MARK, copy_mark
-from .._engine.retrier import _NOT_GIVEN
+from .._engine.call import Call
+from .._engine.layers import copy_mark
 from .._engine.runtime import BodyEnding
-from .._protect.targets import PerTarget
 from .flavour import Flavour
 from .limits import cap_phase_timeouts
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
@@ -186,37 +183,20 @@ class HttpCall(HttpExchange):
 
         return attempt
 
-    def settle(self, response: Any) -> bool:
-        """Whether a bare first attempt's response is final: then the call has succeeded."""
-        if self.policy.matches(self.outcome(1, 0.0, response, None)):
-            return False
-        budget = self.retrier.budget
-        if isinstance(budget, PerTarget):  # the target is computed only when it keys something
-            budget = budget.for_target(self.target)
-        if budget is not None:
-            budget.record_success()
-        return True
+    def settles(self, response: Any) -> bool:
+        """Whether a bare first attempt's response is final: the call has succeeded."""
+        return not self.policy.matches(self.outcome(1, 0.0, response, None))
 
-    def abandon_plain(
-        self, dispatch: Dispatch, since: int, started: float | None, error: BaseException
-    ) -> None:
-        """Report a call whose bare first attempt ended it with what is never retried
-        (cancellation, ``SystemExit``), as the engine would (`Engine.abandon_plain`)."""
-        self.retrier.abandon_plain(
-            dispatch,
-            NO_SCOPES,
-            error,
-            operation=self.request.method,
-            since=since,
-            started=started,
+    def description(self) -> Call:
+        """The call as the engine is told it: the request's method, policy and host."""
+        request = self.request
+        return Call(
+            operation=request.method,
             policy=self.policy,
             target=self.target,
-            request=self.request,
+            adapter=self,
+            request=request,
         )
-
-    def report_success(self, hooks: tuple[Any, ...], started: float) -> None:
-        """Report a bare first attempt that settled the call to metrics-only instruments."""
-        self.retrier.report_first_success(hooks, self.policy.name, self.target, started)
 
     @property
     def target(self) -> str:
@@ -266,58 +246,6 @@ class HttpCall(HttpExchange):
             ending=ending,
         )
 
-    def returned_plain(
-        self,
-        response: Any,
-        dispatch: Dispatch,
-        hooks: tuple[Any, ...],
-        started: float | None,
-        since: int,
-    ) -> Any:
-        """The response a bare first attempt settled the call with (the fast path).
-
-        With ``hooks`` to tell (metrics-only instruments, `Retrier.plain_first_attempt`), the
-        attempt lasts until the body has been read or closed, as on the full path:
-        its success is reported then (`Engine.plain_body_ended`), or its failure if the body
-        was cut or stalled. Without, only the transport's limits, if any, watch the body.
-        """
-        if started is None or not body_open(response, self.flavour.module):
-            if started is not None:
-                self.report_success(hooks, started)
-            if self.limits is NO_LIMITS:  # the common case: nothing watches the body
-                return response
-            return watch_body(
-                response,
-                deadline_left=None,
-                limits=self.limits,
-                flavour=self.flavour.module,
-                request=self.request,
-                ending=None,
-            )
-        retrier = self.retrier
-        ending = functools.partial(
-            retrier.plain_body_ended,
-            dispatch,
-            hooks,
-            response=response,
-            status=response.status_code,
-            head_at=retrier.clock.now(),
-            started=started,
-            since=since,
-            policy=self.policy,
-            operation=self.request.method,
-            target=self.target,
-            request=self.request,
-        )
-        return watch_body(
-            response,
-            deadline_left=None,
-            limits=self.limits,
-            flavour=self.flavour.module,
-            request=self.request,
-            ending=ending,
-        )
-
     async def abandon(self) -> None:
         """Close the latest response: the call ends in an error and will not return it.
 
@@ -335,31 +263,6 @@ class HttpCall(HttpExchange):
         if latest is not None:
             latest.close()
 
-    def engine_arguments(
-        self,
-        first_error: Exception | None,
-        first_result: object,
-        since: int | None,
-        started: float | None,
-        plain: Plain,
-        dispatch: Dispatch,
-    ) -> dict[str, Any]:
-        """What the engine's async and sync drivers are told about this exchange (one place):
-        a call whose first attempt ran bare (``plain`` not ``None``) goes on under ``dispatch``,
-        the one that attempt ran under."""
-        return {
-            "operation": self.request.method,
-            "target": self.target,
-            "policy": self.policy,
-            "adapter": self,
-            "request": self.request,
-            "first_error": first_error,
-            "first_result": first_result,
-            "since": since,
-            "started": started,
-            "plain_path": None if plain is None else (dispatch, NO_SCOPES),
-        }
-
     def raise_translated(self, error: Exception) -> None:
         """Raise the httpx twin of an engine give-up ``error`` (see `translate`).
 
@@ -372,51 +275,19 @@ class HttpCall(HttpExchange):
 
 
 async def drive_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Run ``call`` with ``send`` (one attempt), retrying through the engine when needed.
+    """Run ``call`` with ``send`` (one attempt) through the engine; return its response.
 
-    The first attempt runs bare when `Retrier.plain_first_attempt` allows it, and a final
-    response returns at once; otherwise the engine runs the call, or resumes it from there.
+    A call that ends in an error closes the latest response (say, the one a raising
+    ``retry_on`` predicate was judging), so that it never keeps its connection from the pool.
     """
     try:
-        return await _run_async(call, send)
-    except BaseException:
-        # No response is returned: the latest one (say, the one a raising retry_on predicate
-        # was judging) must not keep its connection from the pool.
-        await call.abandon()
-        raise
-
-
-async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> Any:
-    attempt = call.sender(send)
-    first_error: Exception | None = None
-    first_result: object = _NOT_GIVEN
-    since = started = None
-    dispatch, plain = call.retrier.plain_first_attempt(call.policy)
-    if plain is not None:
-        since = LAST_MARK[0]  # see Retrier.call
-        started = call.retrier.clock.now() if plain else None
-        try:
-            response = await attempt()
-        except Exception as error:
-            first_error = error
-        except BaseException as error:
-            if plain:
-                call.abandon_plain(dispatch, since, started, error)
-            raise
-        else:
-            if call.settle(response):
-                return call.returned_plain(response, dispatch, plain, started, since)
-            first_result = response
-    resumed = call.retrier.execute_async(
-        attempt, **call.engine_arguments(first_error, first_result, since, started, plain, dispatch)
-    )
-    # The first error's traceback holds this frame: not holding the error here too leaves no
-    # reference cycle for the garbage collector after every retried request.
-    del first_error
-    try:
-        result = await resumed
+        result = await call.retrier.run_async(call.sender(send), (), {}, call.description())
     except Exception as error:
+        await call.abandon()
         call.raise_translated(error)
+        raise
+    except BaseException:
+        await call.abandon()
         raise
     return call.checked(result)
 
@@ -424,46 +295,18 @@ async def _run_async(call: HttpCall, send: Callable[[Any], Awaitable[Any]]) -> A
 def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     """Sync twin of `drive_async`; each attempt's httpx timeouts are capped to its time limit
     (`cap_phase_timeouts`)."""
+    request = call.request
+    extensions = request.extensions
+    attempt = cap_phase_timeouts(call.sender(send), request)
     try:
-        return _run_sync(call, send)
+        result = call.retrier.run_sync(attempt, (), {}, call.description())
+    except Exception as error:
+        call.abandon_sync()
+        call.raise_translated(error)
+        raise
     except BaseException:
         call.abandon_sync()
         raise
-
-
-def _run_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
-    request = call.request
-    single = call.sender(send)
-    first_error: Exception | None = None
-    first_result: object = _NOT_GIVEN
-    since = started = None
-    dispatch, plain = call.retrier.plain_first_attempt(call.policy)
-    if plain is not None:
-        since = LAST_MARK[0]  # see Retrier.call
-        started = call.retrier.clock.now() if plain else None
-        try:
-            response = single()
-        except Exception as error:
-            first_error = error
-        except BaseException as error:
-            if plain:
-                call.abandon_plain(dispatch, since, started, error)
-            raise
-        else:
-            if call.settle(response):
-                return call.returned_plain(response, dispatch, plain, started, since)
-            first_result = response
-    extensions = request.extensions
-    attempt = cap_phase_timeouts(single, request)
-    try:
-        result = call.retrier.execute_sync(
-            attempt,
-            **call.engine_arguments(first_error, first_result, since, started, plain, dispatch),
-        )
-    except Exception as error:
-        call.raise_translated(error)
-        raise
     finally:
         request.extensions = extensions  # cap_phase_timeouts sets each attempt's timeouts there
-        first_error = None  # no reference cycle through this frame, as in `_run_async`
     return call.checked(result)

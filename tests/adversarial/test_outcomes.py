@@ -37,6 +37,7 @@ from retrymw import (
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock, RecordingInstrument
+from tests.calls import call_as
 
 REFUSED = ("circuit_open", "shed")
 
@@ -158,7 +159,7 @@ class Truth:
             return "ok"
 
         with contextlib.suppress(ConnectionError, CircuitOpenError, LoadShedError):
-            retrier.execute_sync(attempt, operation="GET", target=target)
+            call_as(retrier, attempt, operation="GET", target=target)
         self.calls[target] += 1
         self.attempts[target] += made
         self.admitted[target] += made > 0

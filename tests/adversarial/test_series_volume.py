@@ -32,6 +32,7 @@ from retrymw import (
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
+from tests.calls import call_as
 
 Sample = tuple[str, dict[str, str], float]
 
@@ -81,7 +82,7 @@ def test_an_idle_pair_costs_at_most_60_series() -> None:
     clock, registry = FakeClock(), CollectorRegistry()
     retrier = protected(clock, registry)
     for _ in range(10):
-        retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+        call_as(retrier, lambda: "ok", operation="GET", target="h.example")
     pair = of_pair(exposition(registry), "api", "h.example")
     assert len(pair) <= 60, sorted({name for name, _, _ in pair})
     # ... and every series its protection can have is among them (DESIGN §6).
@@ -106,7 +107,7 @@ def test_no_created_series_and_no_global_switch() -> None:
     mine = Counter("app_jobs", "The application's own counter.", registry=registry)
     mine.inc()
     retrier = protected(clock, registry)
-    retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+    call_as(retrier, lambda: "ok", operation="GET", target="h.example")
     created = [name for name, _, _ in exposition(registry) if name.endswith("_created")]
     assert created == ["app_jobs_created"]
     assert prometheus_client.metrics._use_created is before
@@ -128,7 +129,7 @@ def test_a_pair_that_never_succeeded_keeps_compact_zero_success_series() -> None
         budget=None,
     )
     with pytest.raises(ConnectionError):
-        retrier.execute_sync(_dead, operation="GET", target="h.example")
+        call_as(retrier, _dead, operation="GET", target="h.example")
     samples = of_pair(exposition(registry), "api", "h.example")
     for spec, outcome_label in (
         (names.CALL_DURATION, names.LABEL_OUTCOME),
@@ -186,7 +187,7 @@ def test_a_protections_denial_reason_exists_from_the_first_call(
         clock=clock,
         **protection(clock),  # type: ignore[arg-type]
     )
-    retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+    call_as(retrier, lambda: "ok", operation="GET", target="h.example")
     denied = {
         labels[names.LABEL_REASON]: value
         for name, labels, value in of_pair(exposition(registry), "api", "h.example")
@@ -202,12 +203,13 @@ def test_policy_names_are_capped_like_targets() -> None:
     instrument = PrometheusInstrument(registry)
     count = names.MAX_POLICIES + 50
     for index in range(count):
-        Retrier(
+        retrier = Retrier(
             RetryPolicy(name=f"p{index}", retry_on=[ConnectionError]),
             instruments=(instrument,),
             clock=clock,
             budget=None,
-        ).execute_sync(lambda: "ok", operation="GET", target="h.example")
+        )
+        call_as(retrier, lambda: "ok", operation="GET", target="h.example")
     calls = [
         (labels[names.LABEL_POLICY], value)
         for name, labels, value in exposition(registry)

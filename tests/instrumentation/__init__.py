@@ -22,6 +22,7 @@ from retrymw import (
     RetryBudgetExhausted,
     RetryPolicy,
 )
+from retrymw._engine.call import Call
 from retrymw.instrumentation import Instrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -72,6 +73,9 @@ class Hinting:
 
     def before_attempt(self, attempt: int) -> None:
         return None
+
+    def settles(self, result: object) -> bool:
+        return True
 
     def outcome(
         self, attempt: int, elapsed: float, result: object, error: Exception | None
@@ -150,8 +154,9 @@ async def run_scenario(
             "not_idempotent": Hinting(veto="not_idempotent"),
             "retry_after_too_long": Hinting(retry_after=3600.0),
         }.get(name)
+        call = Call(operation=TARGET, policy=runner.policy, target=TARGET, adapter=adapter)
         with pytest.raises(ConnectionError, match="reset #1"):
-            await runner.execute_async(fetch, operation=TARGET, adapter=adapter)
+            await runner.run_async(fetch, (), {}, call)
     return runner.budget_for(TARGET)
 
 

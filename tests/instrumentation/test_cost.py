@@ -85,14 +85,11 @@ async def test_success_first_try_is_one_span(spans: Spans, clock: FakeClock) -> 
     assert list(call.events) == []
 
 
-async def test_a_call_not_retried_takes_the_fast_path_inside_its_span(
+async def test_a_call_not_retried_runs_its_attempt_inside_its_call_span(
     spans: Spans, clock: FakeClock
 ) -> None:
-    """The call span is current while the bare first attempt runs (a span the user opens there
-    is its child), and the call skips the events: the OpenTelemetry instrument's call scope is
-    the only one it opens (`fast_path_call_scope`), HTTP attempts excepted."""
-    from retrymw._core.instruments import Dispatch
-
+    """The call span is current while the first attempt runs (a span the user opens there is
+    its child), and a call not retried writes no attempt span: one span per call."""
     tracer = spans.instrument._tracer
 
     async def fetch() -> str:
@@ -101,18 +98,16 @@ async def test_a_call_not_retried_takes_the_fast_path_inside_its_span(
 
     assert await retrier(clock, [spans.instrument]).call(fetch) == "ok"
     user, call = spans.finished()
+    assert call.name == "retrymw fetch"
     assert user.parent is not None
     assert user.parent.span_id == call.context.span_id
-    dispatch = Dispatch([spans.instrument])
-    assert dispatch.first_success_hooks() is not None
-    assert dispatch.first_success_hooks(scoped=False) is None  # transports: a CLIENT span each
 
 
 def test_a_function_call_has_the_same_spans_through_call_sync(
     spans: Spans, clock: FakeClock
 ) -> None:
-    """call_sync takes the same fast path: one span when nothing is retried, the user's span
-    its child; fail, ok: the first attempt's span written when it is retried, from the call's
+    """call_sync draws the same spans: one span when nothing is retried, the user's span its
+    child; fail, ok: the first attempt's span written when it is retried, from the call's
     start, and the second attempt's span current while it runs."""
     tracer = spans.instrument._tracer
     failures = [ConnectionError("reset")]
@@ -134,7 +129,7 @@ def test_a_function_call_has_the_same_spans_through_call_sync(
         "retrymw fetch",
     ]
     assert first_user.parent is not None
-    assert first_user.parent.span_id == call.context.span_id  # ran bare, inside the call span
+    assert first_user.parent.span_id == call.context.span_id  # inside the call span
     assert second_user.parent is not None
     assert second_user.parent.span_id == second.context.span_id
     assert (call.start_time or 0) <= (first.start_time or 0) <= (first.end_time or 0)
@@ -365,7 +360,7 @@ _RETRIED = _attempt("retried", "ConnectionError")
 
 #: What each case records through `PrometheusInstrument`, in order.
 _PROMETHEUS_RECORDS: dict[str, list[Record]] = {
-    # The metrics-only fast path: two observations, no counter.
+    # Two observations, no counter.
     "success at once": [_attempt("success"), *_call("success", 1)],
     "retried success": [
         *(_RETRIED, _BACKOFF) * 2,

@@ -32,6 +32,7 @@ from retrymw._core.events import Attached
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
+from tests.calls import call_as
 
 Series = dict[tuple[str, tuple[str, ...]], float]
 LIVE = {spec.otel: spec for spec in names.LIVE_GAUGES}
@@ -326,7 +327,7 @@ def test_a_healthy_target_has_the_same_series_on_both_paths() -> None:
     clock = FakeClock()
     for direct, translated, instruments in both_paths(clock):
         retrier = transport_like(clock, instruments)
-        retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+        call_as(retrier, lambda: "ok", operation="GET", target="h.example")
         prometheus, otel = exported(direct), exported(translated)
         refusals = {
             key
@@ -362,10 +363,10 @@ def test_the_first_trip_reads_the_same_on_both_paths() -> None:
     clock = FakeClock()
     for direct, translated, instruments in both_paths(clock):
         retrier = transport_like(clock, instruments)
-        retrier.execute_sync(lambda: "ok", operation="GET", target="h.example")
+        call_as(retrier, lambda: "ok", operation="GET", target="h.example")
         for _ in range(3):
             with contextlib.suppress(ConnectionError, Exception):
-                retrier.execute_sync(_dead, operation="GET", target="h.example")
+                call_as(retrier, _dead, operation="GET", target="h.example")
         prometheus, otel = exported(direct), exported(translated)
         # Histograms: the same series once observed (OpenTelemetry cannot export an empty
         # one, so a compact zero exists on the Prometheus path only).

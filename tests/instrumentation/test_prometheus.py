@@ -444,14 +444,14 @@ _MULTIPROCESS_SCRIPT = """
 import json, anyio
 from prometheus_client import CollectorRegistry, multiprocess, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from retrymw import BreakerStateChanged
+from retrymw import BreakerStateChanged, CallFinished
 from retrymw.instrumentation import PrometheusInstrument
 from retrymw.testing import FakeClock
 from tests.instrumentation import run_scenario
 
 instrument = PrometheusInstrument(CollectorRegistry())
 budget = anyio.run(run_scenario, "success_after_2_retries", FakeClock(), [instrument])
-instrument.first_attempt_succeeded("p", "fetch", 0.5, None)  # the metrics-only fast path
+instrument.call_finished(CallFinished("p", "fetch", "fetch", "success", 1, 0.5, None))
 instrument.breaker_state_changed(BreakerStateChanged("db", "closed", "open", 1.0))
 collected = CollectorRegistry()
 multiprocess.MultiProcessCollector(collected)
@@ -483,10 +483,10 @@ def test_multiprocess_mode_merges_every_metric(tmp_path: Path) -> None:
 
     pt = {"retrymw_policy": P, "retrymw_target": T}
     calls = {**pt, "retrymw_outcome": "success"}
-    assert value("retrymw_call_duration_seconds_count", **calls) == 2  # one of them at once
+    assert value("retrymw_call_duration_seconds_count", **calls) == 2  # the scenario, one more
     assert value("retrymw_call_duration_seconds_sum", **calls) == 3.75 + 0.5
     success = {**pt, "retrymw_attempt_outcome": "success", "error_type": ""}
-    assert value("retrymw_attempt_duration_seconds_count", **success) == 2
+    assert value("retrymw_attempt_duration_seconds_count", **success) == 1
     retried = {**pt, "retrymw_attempt_outcome": "retried", "error_type": "ConnectionError"}
     assert value("retrymw_attempt_duration_seconds_count", **retried) == 2
     # Pre-created series are in the files too: the budget's first denial is an increase.
@@ -651,7 +651,7 @@ def test_a_bucket_takes_one_exemplar_per_second(monkeypatch: pytest.MonkeyPatch)
 
     def call(duration: float) -> str:
         with tracer.start_as_current_span("request") as span:
-            instrument.first_attempt_succeeded(P, T, duration, None)
+            instrument.call_finished(CallFinished(P, T, T, "success", 1, duration, None))
         return format(span.get_span_context().trace_id, "032x")
 
     def exemplar_of(bound: str) -> str | None:

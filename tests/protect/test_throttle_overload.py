@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from retrymw import AdaptiveThrottle, CircuitBreaker, PerTarget, Retrier, RetryPolicy
+from retrymw._engine.call import Call
 from retrymw._protect.throttle import OVERLOAD_STATUSES
 from retrymw.testing import FakeClock
 
@@ -196,7 +197,7 @@ def test_the_breaker_still_sees_a_plain_failure_and_per_target_throttles_get_the
         raise StatusError(503)
 
     with pytest.raises(StatusError):
-        retrier.execute_sync(overloaded, operation="api")
+        retrier.run_sync(overloaded, (), {}, Call.of(overloaded, retrier.policy, "api"))
     instance = throttles.get("api")
     assert instance is not None
     assert instance.statistics().overloaded == 3

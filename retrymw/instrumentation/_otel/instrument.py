@@ -37,7 +37,6 @@ from ..._core.instruments import Instrument
 from .. import _names as names
 from .attempts import (
     end_attempt_span,
-    end_first_attempt,
     first_attempt_finished,
     semconv_attributes,
 )
@@ -127,11 +126,6 @@ class OpenTelemetryInstrument(Instrument):
     .. versionadded:: 0.1
     """
 
-    # A coroutine's or function's first attempt runs bare inside the call span: the
-    # span was current during the attempt anyway, and that attempt has no span of its own
-    # unless it is retried (`first_attempt_finished`, from the time the call span noted).
-    fast_path_call_scope = True
-
     def __init__(
         self, tracer_provider: Any = None, meter_provider: Any = None, logger_provider: Any = None
     ) -> None:
@@ -210,7 +204,7 @@ class OpenTelemetryInstrument(Instrument):
     def listening(self) -> bool:
         """Whether a real (SDK) tracer or meter provider is configured; rechecked once a second.
 
-        While it is False the engine skips this instrument, so calls keep their fast path.
+        While it is False the engine skips this instrument.
         """
         # The clock first: it settles the idle case, and the active one costs far more anyway.
         if time.monotonic() < self._idle_until:
@@ -254,9 +248,8 @@ class OpenTelemetryInstrument(Instrument):
             # attempt be retried: a span's parent is fixed when it starts.
             return self._call_scope(self._call_span(event, parent), parent)
         scope = self._call_scope(self._call_span(event, parent), parent)
-        # The first attempt starts now, unless `attempt_started` says otherwise: a bare first
-        # attempt (the fast path, `fast_path_call_scope`) has no attempt_started.
-        scope.first_attempt_at = time.time_ns()
+        # The first attempt has a span only if it is retried or makes a nested call
+        # (`attempt_started` notes when it starts).
         scope.make_first_attempt = functools.partial(self._first_attempt_span, event.operation)
         return scope
 
@@ -407,28 +400,6 @@ class OpenTelemetryInstrument(Instrument):
             scope, call.attempt = call.attempt, None
             if scope.span.is_recording():
                 end_attempt_span(scope, event)
-
-    def first_attempt_succeeded(
-        self, policy: str, target: str, duration: float, budget_available: float | None, /
-    ) -> None:
-        """What `attempt_finished` and `call_finished` write for a call that succeeded at its
-        first attempt, on the fast path: inside the call span, which the engine then ends."""
-        if self._meters.active or self._meters():
-            if budget_available is not None:
-                self._budget.set(budget_available, self._attributes(policy, target))
-            attempt = self._attributes(policy, target, names.ATTR_ATTEMPT_OUTCOME, "success")
-            self._attempt_duration.record(duration, attempt, context=NO_EXEMPLAR)
-            call = self._attributes(policy, target, names.ATTR_OUTCOME, "success")
-            self._call_duration.record(duration, call)
-        scope = self._call.get()
-        if scope is None:
-            return
-        scope.first_attempt_at = None
-        early, scope.early_attempt = scope.early_attempt, None
-        if early is not None:  # a call nested in the attempt gave it its span
-            end_first_attempt(early, "success", None, None)
-        if scope.span.is_recording():
-            scope.span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: 1})
 
     def retry_scheduled(self, event: RetryScheduled, /) -> None:
         """Record the backoff metrics; the next attempt's span tells the wait.

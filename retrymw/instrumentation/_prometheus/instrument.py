@@ -139,28 +139,6 @@ class PrometheusInstrument(Instrument):
             if metrics.fleets is not None:
                 metrics.fleets.refresh()
 
-    def first_attempt_succeeded(
-        self, policy: str, target: str, duration: float, budget_available: float | None, /
-    ) -> None:
-        """What `attempt_finished` and `call_finished` record for a call that succeeded at once.
-
-        The fast path of a call whose first attempt succeeded: the same series and values
-        (two observations: the attempt's and the call's durations), with the exemplar read once.
-        """
-        metrics = self._metrics
-        children = metrics.success_children.get((policy, target))
-        if children is None:
-            children = metrics.success(policy, target)
-        exemplar = _exemplar()
-        _observe(children[0], names.ATTEMPT_DURATION_BUCKETS, duration, exemplar)
-        _observe(children[1], names.CALL_DURATION_BUCKETS, duration, exemplar)
-        if budget_available is not None:
-            self._budget(policy, target, budget_available)
-        if metrics.multiprocess:
-            metrics.refresh((policy, metrics.target(target)))
-            if metrics.fleets is not None:
-                metrics.fleets.refresh()
-
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Count the transition and move the state-set gauge."""
         metrics = self._metrics
