@@ -17,7 +17,8 @@ from .._core.events import Outcome, RetryReason
 from .._core.matchers import Matcher, compile_matcher, on_status
 from .._core.policy import RetryPolicy
 from .._core.suggestions import did_you_mean, listed
-from ..instrumentation._names import OVERFLOW, BoundedValues
+from ..instrumentation._cardinality import BoundedValues
+from ..instrumentation._names import OVERFLOW
 from .hints import NO_HINTS, WHITESPACE, parse_retry_after, read_hints, should_retry
 
 __all__ = [

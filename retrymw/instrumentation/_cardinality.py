@@ -22,7 +22,7 @@ from collections.abc import Hashable
 from .._core.forks import ForkSafeLock
 from . import _names as names
 
-__all__ = ["Cardinality"]
+__all__ = ["BoundedValues", "Cardinality"]
 
 
 def _values(label: str) -> int:
@@ -81,10 +81,10 @@ class Cardinality:
 
     def __init__(self) -> None:
         # Read at construction, not import, so that tests may lower the caps.
-        self.policy = names.BoundedValues(names.MAX_POLICIES, names.OVERFLOW)
-        self.target = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.circuit = names.BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
-        self.error_type = names.BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
+        self.policy = BoundedValues(names.MAX_POLICIES, names.OVERFLOW)
+        self.target = BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self.circuit = BoundedValues(names.MAX_TARGETS, names.OVERFLOW)
+        self.error_type = BoundedValues(names.MAX_ERROR_TYPES, names.ERROR_TYPE_OVERFLOW)
         pair = worst_series((names.LABEL_POLICY, names.LABEL_TARGET))
         self._circuit_series = worst_series((names.LABEL_CIRCUIT,))
         # Set aside: the (_other, _other) pair, the _other circuit, and the overflow points of
@@ -180,3 +180,35 @@ class Cardinality:
 
     def __repr__(self) -> str:
         return f"<Cardinality spent={self.spent} limit={self._limit}>"
+
+
+class BoundedValues:
+    """A label's set of admitted values: the first ``limit`` pass, later ones become ``overflow``.
+
+    Thread-safe; admitted values are never evicted, so a series never changes meaning.
+
+    Args:
+        limit: how many distinct values keep their own series.
+        overflow: the value reported for every later one.
+    """
+
+    __slots__ = ("_lock", "_seen", "limit", "overflow")
+
+    def __init__(self, limit: int, overflow: str) -> None:
+        self.limit = limit
+        self.overflow = overflow
+        self._seen: set[str] = set()
+        self._lock = ForkSafeLock()
+
+    def __call__(self, value: str) -> str:
+        """Return ``value`` if it is (or can be) admitted, else the overflow value."""
+        if value in self._seen:
+            return value
+        with self._lock:
+            if value in self._seen or len(self._seen) < self.limit:
+                self._seen.add(value)
+                return value
+        return self.overflow
+
+    def __len__(self) -> int:
+        return len(self._seen)

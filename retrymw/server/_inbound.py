@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._core.errors import ConfigError
 from .._engine.layers import Inbound
+from ..instrumentation._cardinality import BoundedValues
 from ..instrumentation._names import (
     INBOUND_ATTEMPTS,
     INBOUND_REQUESTS,
     MAX_ROUTES,
     OVERFLOW,
     UNKNOWN_ROUTE,
-    BoundedValues,
     InboundAttempt,
 )
 

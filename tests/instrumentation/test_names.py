@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from retrymw import AdaptiveThrottle, CircuitBreaker, Retrier, RetryPolicy
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
+from retrymw.instrumentation._cardinality import BoundedValues
 from retrymw.testing import FakeClock
 from tests.instrumentation import SCENARIOS, retrier, run_http_scenario, run_scenario
 
@@ -151,7 +152,7 @@ def test_prometheus_name_rules(otel: str, unit: str, kind: Any, prometheus: str)
 
 def test_bounded_values_admit_the_first_values_only() -> None:
     """The first `limit` distinct values pass, forever; later ones become the overflow value."""
-    cap = names.BoundedValues(2, "_other")
+    cap = BoundedValues(2, "_other")
     assert [cap(v) for v in ["a", "b", "c", "a", "c", "b"]] == [
         "a",
         "b",
@@ -165,7 +166,7 @@ def test_bounded_values_admit_the_first_values_only() -> None:
 
 def test_bounded_values_are_thread_safe() -> None:
     """Concurrent first sightings never admit more than the limit."""
-    cap = names.BoundedValues(10, "_other")
+    cap = BoundedValues(10, "_other")
     barrier = threading.Barrier(8)
 
     def hammer(offset: int) -> None:

@@ -151,7 +151,7 @@ def test_a_probe_in_flight_in_another_thread_does_not_block_the_child() -> None:
 def test_locks_off_the_hot_path_are_released_in_a_child() -> None:
     """Locks held at fork (a config, the default instruments, a label set) are free in the child."""
     from retrymw import instrumentation, load_config
-    from retrymw.instrumentation._names import BoundedValues
+    from retrymw.instrumentation._cardinality import BoundedValues
 
     config = load_config({"policies": {"p": {"attempts": 2}}})
     labels = BoundedValues(2, "_other")
