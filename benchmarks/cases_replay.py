@@ -205,7 +205,7 @@ class _Otel:
         self.http_var: ContextVar[Any] = ContextVar("replay_http", default=None)
 
 
-def _record_exception(otel: _Otel, span: Any, error: BaseException) -> None:
+def record_exception(otel: _Otel, span: Any, error: BaseException) -> None:
     """retrymw 0.x's redacted ``record_exception``: type, message and formatted stack trace."""
     from retrymw._core.redact import exception_text, redact_text
 
@@ -289,7 +289,7 @@ def _otel_replay(failing: bool) -> Callable[[], Prepared]:
                 a_span.is_recording()
                 a_span.set_attribute(names.ATTR_ATTEMPT_OUTCOME, outcome)
                 if error is not None:
-                    _record_exception(otel, a_span, error)
+                    record_exception(otel, a_span, error)
                     a_span.set_attribute(names.ATTR_ERROR_TYPE, type(error).__qualname__)
                     a_span.set_status(error_status)
                 a_span.end()

@@ -23,11 +23,13 @@ from .._core.errors import ConfigError
 from .._core.matchers import Matcher
 from .._core.policy import RetryPolicy
 
-__all__ = ["to_mapping"]
+__all__ = ["BACKOFF_EXAMPLE", "MATCHER_EXAMPLE", "backoff_form", "to_mapping"]
 
 # Examples of the canonical forms, for error messages here and in `loader`.
-_BACKOFF = '"exponential" or {exponential: {base: 3.0}}'
-_MATCHER = '["timeout", "network", "5xx", 429, {pattern: "reset by peer"}, {status: [502, 503]}]'
+BACKOFF_EXAMPLE = '"exponential" or {exponential: {base: 3.0}}'
+MATCHER_EXAMPLE = (
+    '["timeout", "network", "5xx", 429, {pattern: "reset by peer"}, {status: [502, 503]}]'
+)
 
 
 def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
@@ -48,7 +50,7 @@ def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
     result: dict[str, Any] = {
         "name": policy.name,
         "attempts": policy.attempts,
-        "backoff": _backoff_form(policy.backoff),
+        "backoff": backoff_form(policy.backoff),
         "initial_delay": _format_duration(policy.initial_delay),
         "max_delay": _format_duration(policy.max_delay),
         "jitter": policy.jitter or False,
@@ -81,7 +83,7 @@ def _plain(number: float) -> str:
     return format(Decimal(repr(number)), "f").removesuffix(".0")
 
 
-def _backoff_form(backoff: Backoff) -> Any:
+def backoff_form(backoff: Backoff) -> Any:
     if isinstance(backoff, (FixedBackoff, FibonacciBackoff)):
         return "fixed" if isinstance(backoff, FixedBackoff) else "fibonacci"
     if isinstance(backoff, LinearBackoff):
@@ -92,7 +94,9 @@ def _backoff_form(backoff: Backoff) -> Any:
         return "exponential" if backoff.base == 2.0 else {"exponential": {"base": backoff.base}}
     if isinstance(backoff, CustomBackoff):
         return {"custom": {"delays": [_format_duration(d) for d in backoff.delays]}}
-    raise ConfigError("backoff", backoff, "a Backoff of one's own has no config form", _BACKOFF)
+    raise ConfigError(
+        "backoff", backoff, "a Backoff of one's own has no config form", BACKOFF_EXAMPLE
+    )
 
 
 def _matcher_form(matcher: Matcher) -> list[Any]:
@@ -110,5 +114,5 @@ def _matcher_form(matcher: Matcher) -> list[Any]:
             entries.append(codes[0] if len(codes) == 1 else {"status": codes})
         else:
             problem = "exception classes, predicates, & and ~ have no config form"
-            raise ConfigError("retry_on", matcher, problem, _MATCHER)
+            raise ConfigError("retry_on", matcher, problem, MATCHER_EXAMPLE)
     return entries

@@ -40,7 +40,7 @@ __all__ = [
     "MAX_ALIAS_NODES",
     "Document",
     "Oversized",
-    "_read",
+    "read_config_file",
     "line_of",
     "read_document",
     "too_long",
@@ -100,7 +100,7 @@ class Document:
     lines: Mapping[str, int] = field(default_factory=dict)
 
 
-def _read(path: Path) -> Any:
+def read_config_file(path: Path) -> Any:
     """Return the data in a ``.yaml``, ``.yml`` or ``.toml`` file (``{}`` if it holds none).
 
     Raises:

@@ -33,8 +33,8 @@ from .._core.errors import ConfigError
 from .._core.matchers import Matcher, compile_matcher
 from .._core.policy import RetryPolicy
 from .build import COMPONENTS, RetryConfig, components, unbound
-from .dump import _BACKOFF, _MATCHER, to_mapping
-from .files import LONGEST_INTEGER, MAX_ALIAS_NODES, Oversized, _read
+from .dump import BACKOFF_EXAMPLE, MATCHER_EXAMPLE, to_mapping
+from .files import LONGEST_INTEGER, MAX_ALIAS_NODES, Oversized, read_config_file
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DURATION", "RetryConfig", "load_config", "to_mapping"]
 
@@ -102,7 +102,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
         problem = "must be the path of a .yaml or .toml file, or a mapping shaped like one"
         raise ConfigError("config", source, problem, 'load_config("retry.yaml")')
     where = "config" if isinstance(source, Mapping) else os.fspath(source)
-    data = source if isinstance(source, Mapping) else _read(Path(source))
+    data = source if isinstance(source, Mapping) else read_config_file(Path(source))
     if not isinstance(data, Mapping):
         raise ConfigError(where, data, "the top level must be a mapping", "retry_defaults: {}")
     _check_integers(data, "")
@@ -375,16 +375,16 @@ def _backoff(
         ((name, options),) = value.items()
     else:
         problem = "must be a strategy name or a mapping of one strategy to its options"
-        raise ConfigError(path, value, problem, _BACKOFF)
+        raise ConfigError(path, value, problem, BACKOFF_EXAMPLE)
     if name not in _OPTIONS:
         known = ", ".join(_OPTIONS)
-        raise ConfigError(path, value, f"unknown backoff strategy, known: {known}", _BACKOFF)
+        raise ConfigError(path, value, f"unknown backoff strategy, known: {known}", BACKOFF_EXAMPLE)
     where = f"{path}.{name}"
-    given = _mapping(options, where, _BACKOFF)
+    given = _mapping(options, where, BACKOFF_EXAMPLE)
     for key, option in given.items():
         if key not in _OPTIONS[name]:
             problem = f"unknown {name} option, known: {', '.join(_OPTIONS[name])}"
-            raise ConfigError(f"{where}.{key}", option, problem, _BACKOFF)
+            raise ConfigError(f"{where}.{key}", option, problem, BACKOFF_EXAMPLE)
     initial_key = "delay" if name == "fixed" else "initial"
     initial: tuple[float, str] | None = None
     if initial_key in given:
@@ -422,7 +422,7 @@ def _retry_on(value: Any, path: str) -> Matcher | None:
         # Config holds data only: exception classes and predicates belong in Python code.
         if not isinstance(entry, (str, int, dict, type(None))) or isinstance(entry, bool):
             problem = "must be a matcher name, a status, {pattern: ...} or {status: [...]}"
-            raise ConfigError(where, entry, problem, _MATCHER)
+            raise ConfigError(where, entry, problem, MATCHER_EXAMPLE)
         if isinstance(entry, dict) and entry.get("status", 0) in ([], ()):
             # An empty list would build a matcher that matches nothing: surely not meant.
             problem = "lists no status, so it would never match"

@@ -230,7 +230,7 @@ def _verdict(plan: Plan) -> str:
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready data; durations are seconds."""
-    from .._config.dump import _backoff_form
+    from .._config.dump import backoff_form
 
     policy = plan.policy
 
@@ -241,7 +241,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "policy": {
             "name": policy.name,
             "attempts": policy.attempts,
-            "backoff": _backoff_form(policy.backoff),
+            "backoff": backoff_form(policy.backoff),
             "initial_delay": seconds(policy.initial_delay),
             "max_delay": seconds(policy.max_delay),
             "jitter": policy.jitter or False,

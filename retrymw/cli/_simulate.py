@@ -201,11 +201,11 @@ def _result_json(result: Any) -> dict[str, Any]:
 
 
 def _policy_json(policy: Any) -> dict[str, Any]:
-    from .._config.dump import _backoff_form
+    from .._config.dump import backoff_form
 
     return {
         "attempts": policy.attempts,
-        "backoff": _backoff_form(policy.backoff),
+        "backoff": backoff_form(policy.backoff),
         "initial_delay": policy.initial_delay,
         "max_delay": policy.max_delay,
         "jitter": policy.jitter or False,

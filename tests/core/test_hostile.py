@@ -234,10 +234,10 @@ def test_even_a_nameless_exception_is_described(
     spans, provider = exporter
     span = provider.get_tracer("test").start_span("s")
     from retrymw._core.redact import safe_str
-    from retrymw.instrumentation._otel.support import _record_exception
+    from retrymw.instrumentation._otel.exceptions import record_exception
 
     assert safe_str(Nameless()) == "<object>"
-    _record_exception(span, Nameless())
+    record_exception(span, Nameless())
     span.end()
     (event,) = spans.get_finished_spans()[0].events
     assert dict(event.attributes or {})["exception.type"] == "Exception"

@@ -24,7 +24,7 @@ from retrymw import AttemptFinished, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.instrumentation import OpenTelemetryInstrument
 from retrymw.instrumentation import _names as names
-from retrymw.instrumentation._otel.support import _protocol_version
+from retrymw.instrumentation._otel.http import protocol_version
 from retrymw.testing import FakeClock, RecordingInstrument
 from tests.http_server import FlakyServer, Step
 
@@ -203,4 +203,4 @@ async def test_versions_take_the_semconv_form(
 )
 def test_no_version_without_a_readable_one(result: object) -> None:
     """Nothing is reported for an attempt with no response or no textual HTTP version."""
-    assert _protocol_version(result) is None
+    assert protocol_version(result) is None

@@ -9,16 +9,9 @@ from opentelemetry.trace import Tracer
 
 from ..._core.events import AttemptFinished
 from .. import _names as names
-from .support import (
-    _ERROR,
-    ATTEMPT_SPAN_PREFIX,
-    INTERNAL,
-    _exception_attributes,
-    _protocol_version,
-    _record_exception,
-    _Scope,
-    qualified_name,
-)
+from .exceptions import exception_attributes, qualified_name, record_exception
+from .http import protocol_version
+from .scopes import ATTEMPT_SPAN_PREFIX, ERROR_STATUS, INTERNAL, Scope
 
 __all__ = ["end_attempt_span", "first_attempt_finished", "semconv_attributes"]
 
@@ -31,7 +24,7 @@ def semconv_attributes(
 ) -> dict[str, Any]:
     """``http`` (the request's attributes) completed for ``http.client.request.duration``.
 
-    ``version`` is the response's `_protocol_version`; ``error_type`` caps an exception's
+    ``version`` is the response's `protocol_version`; ``error_type`` caps an exception's
     (qualified) class name: a bounded label.
     """
     if event.status is not None:
@@ -45,7 +38,7 @@ def semconv_attributes(
     return http
 
 
-def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
+def end_attempt_span(scope: Scope, event: AttemptFinished) -> None:
     """Write the attempt's outcome on its (recording) span, which the scope then ends."""
     span = scope.span
     # Collected and set at once: each set_attribute takes the span's lock and cleans.
@@ -56,7 +49,7 @@ def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
         # whether retrymw retries; a body cut or stalled after a 200 is an error too.
         if event.status is not None:
             attributes[names.ATTR_HTTP_STATUS_CODE] = event.status
-        if (version := _protocol_version(event.result)) is not None:
+        if (version := protocol_version(event.result)) is not None:
             attributes[names.ATTR_NETWORK_PROTOCOL_VERSION] = version
         if event.exception is not None:
             error_type = qualified_name(event.exception)
@@ -78,21 +71,21 @@ def end_attempt_span(scope: _Scope, event: AttemptFinished) -> None:
         )
     if isinstance(event.exception, Exception):
         if event.attempt_outcome == "retried":
-            attributes.update(_exception_attributes(event.exception))
+            attributes.update(exception_attributes(event.exception))
         else:  # the exception that ends the call: an event (or log), with its stack trace
             http = scope.http_attributes if scope.http else None
             if http is not None and error_type is not None:
                 http = {**http, names.ATTR_ERROR_TYPE: error_type}
-            _record_exception(span, event.exception, scope.exceptions, http)
+            record_exception(span, event.exception, scope.exceptions, http)
     if error_type is not None:
         attributes[names.ATTR_ERROR_TYPE] = error_type
-        span.set_status(_ERROR)
+        span.set_status(ERROR_STATUS)
     span.set_attributes(attributes)
 
 
-def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished) -> None:
+def first_attempt_finished(tracer: Tracer, call: Scope, event: AttemptFinished) -> None:
     """A coroutine's first attempt ended without a span of its own (or with one made when a
-    call nested in it started, `_Scope.first_attempt_parent`).
+    call nested in it started, `Scope.first_attempt_parent`).
 
     Retried: its attempt span is written now, from the attempt's start, so that every attempt
     of a retried call has one. Not retried: the call made one attempt, and the call span says
@@ -107,13 +100,13 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
     error = event.exception
     if event.attempt_outcome != "retried":
         if isinstance(error, Exception):
-            _record_exception(call.span, error, call.exceptions)
+            record_exception(call.span, error, call.exceptions)
         if early is not None:
             end_first_attempt(early, event.attempt_outcome, event.error_type, error)
         return
     attributes: dict[str, Any] = {names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome}
     if isinstance(error, Exception):
-        attributes.update(_exception_attributes(error))
+        attributes.update(exception_attributes(error))
     if early is not None:
         end_first_attempt(early, event.attempt_outcome, event.error_type, error, attributes)
         return
@@ -128,12 +121,12 @@ def first_attempt_finished(tracer: Tracer, call: _Scope, event: AttemptFinished)
         attributes=attributes,
         start_time=started,
     )
-    span.set_status(_ERROR)
+    span.set_status(ERROR_STATUS)
     span.end()
 
 
 def end_first_attempt(
-    early: _Scope,
+    early: Scope,
     outcome: str,
     error_type: str | None,
     error: BaseException | None,
@@ -146,6 +139,6 @@ def end_first_attempt(
         written = {names.ATTR_ATTEMPT_OUTCOME: outcome, **(attributes or {})}
         if outcome != "success" and error_type is not None:
             written[names.ATTR_ERROR_TYPE] = error_type if error is None else qualified_name(error)
-            span.set_status(_ERROR)
+            span.set_status(ERROR_STATUS)
         span.set_attributes(written)
     span.end()

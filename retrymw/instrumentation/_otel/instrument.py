@@ -40,34 +40,29 @@ from .attempts import (
     first_attempt_finished,
     semconv_attributes,
 )
+from .exceptions import ExceptionSignal, qualified_name
+from .http import SUPPRESS_HTTP_KEY, client_span, http_attributes, http_request, protocol_version
 from .live import live_gauges
 from .meters import (
     HTTP_OVERFLOW,
     NO_EXEMPLAR,
-    _args,
-    _AttributeSets,
-    _histogram,
-    _observe_fleet,
+    AttributeSets,
+    create_histogram,
+    metric_args,
+    observe_fleet,
 )
-from .support import (
-    _ERROR,
+from .providers import ProviderWatch
+from .scopes import (
     ATTEMPT_SPAN_PREFIX,
     CALL_SCOPE,
     CALL_SPAN_PREFIX,
     CLIENT,
+    ERROR_STATUS,
     INTERNAL,
-    SUPPRESS_HTTP_KEY,
-    _client_span,
-    _Exceptions,
-    _http_attributes,
-    _http_request,
-    _HttpCall,
-    _protocol_version,
-    _ProviderWatch,
-    _Scope,
-    _wait_attributes,
-    _wait_event,
-    qualified_name,
+    HttpCallScope,
+    Scope,
+    wait_attributes,
+    wait_event,
 )
 
 __all__ = ["OpenTelemetryInstrument"]
@@ -96,7 +91,7 @@ class OpenTelemetryInstrument(Instrument):
     ``retrymw.attempt {operation}`` span for coroutines; ``retrymw.backoff``,
     ``retrymw.retry.denied`` and ``retrymw.circuit.state_change`` events on the call span. A
     call that was not retried is one span: a coroutine's call span, an HTTP call's CLIENT span
-    (its call span is made only when there is more to say, see `_HttpCall`).
+    (its call span is made only when there is more to say, see `HttpCallScope`).
 
     The metrics are those of `PrometheusInstrument`, named so that OTel's Prometheus translation
     yields the same names; calls and attempts are counted by the duration histograms' counts
@@ -137,18 +132,18 @@ class OpenTelemetryInstrument(Instrument):
         meter = metrics.get_meter(
             names.SCOPE, _VERSION, meter_provider, schema_url=names.SCHEMA_URL
         )
-        self._call_duration = _histogram(meter, names.CALL_DURATION)
-        self._call_attempts = _histogram(meter, names.CALL_ATTEMPTS)
-        self._attempt_duration = _histogram(meter, names.ATTEMPT_DURATION)
+        self._call_duration = create_histogram(meter, names.CALL_DURATION)
+        self._call_attempts = create_histogram(meter, names.CALL_ATTEMPTS)
+        self._attempt_duration = create_histogram(meter, names.ATTEMPT_DURATION)
         # One exemplar per call: the call duration's, recorded while the call span
         # is current, and for HTTP each attempt's semantic-convention record (its CLIENT span,
         # as OpenTelemetry's HTTP instrumentations do). The other records offer the SDK none
         # (`NO_EXEMPLAR`): each offer cost 2 µs or more, and they would point at the same trace.
-        self._backoff = _histogram(meter, names.BACKOFF_DURATION)
-        self._denied = meter.create_counter(*_args(names.RETRIES_DENIED))
-        self._budget = meter.create_gauge(*_args(names.RETRY_BUDGET_AVAILABLE))
-        self._circuit_state = meter.create_gauge(*_args(names.CIRCUIT_STATE))
-        self._transitions = meter.create_counter(*_args(names.CIRCUIT_TRANSITIONS))
+        self._backoff = create_histogram(meter, names.BACKOFF_DURATION)
+        self._denied = meter.create_counter(*metric_args(names.RETRIES_DENIED))
+        self._budget = meter.create_gauge(*metric_args(names.RETRY_BUDGET_AVAILABLE))
+        self._circuit_state = meter.create_gauge(*metric_args(names.CIRCUIT_STATE))
+        self._transitions = meter.create_counter(*metric_args(names.CIRCUIT_TRANSITIONS))
         self._http_duration = meter.create_histogram(
             names.HTTP_CLIENT_REQUEST_DURATION,
             unit="s",
@@ -170,34 +165,34 @@ class OpenTelemetryInstrument(Instrument):
         )
         # The exception that ends a call: a span event, a log record or both (the semconv's
         # OTEL_SEMCONV_EXCEPTION_SIGNAL_OPT_IN, read now).
-        self._exceptions = _Exceptions(
+        self._exceptions = ExceptionSignal(
             functools.partial(
                 _logs.get_logger, names.SCOPE, _VERSION, logger_provider, names.SCHEMA_URL
             )
         )
-        _observe_fleet(meter)  # the fleet's health, read at collection (docs/telemetry.md)
+        observe_fleet(meter)  # the fleet's health, read at collection (docs/telemetry.md)
         self._live = live_gauges(meter, meter_provider)  # breakers, budgets, throttles, policies
         # This task's current HTTP attempt scope (its http.client.request.duration attributes).
-        self._attempt: ContextVar[_Scope | None] = ContextVar("retrymw_otel_attempt", default=None)
+        self._attempt: ContextVar[Scope | None] = ContextVar("retrymw_otel_attempt", default=None)
         # The label caps and the series bound are the provider's, shared by its instruments.
         self._bounds = self._live.bounds
         self._error_type = self._bounds.error_type
-        self._attributes = _AttributeSets(self._live)
+        self._attributes = AttributeSets(self._live)
         # The global providers are asked for when needed: they may be set later.
-        self._traces = _ProviderWatch(
+        self._traces = ProviderWatch(
             tracer_provider,
             trace.get_tracer_provider,
             _IDLE_TRACER_PROVIDERS,
             trace.ProxyTracerProvider,
         )
-        self._meters = _ProviderWatch(
+        self._meters = ProviderWatch(
             meter_provider, metrics.get_meter_provider, _IDLE_METER_PROVIDERS
         )
         self._idle_until = float("-inf")  # the earlier of the two: one comparison per call
         # This instrument's current call scope (not whatever span is current: another
         # instrument may have made its own span current inside ours); it holds the scope of
         # its current attempt.
-        self._call: ContextVar[_Scope | None] = ContextVar("retrymw_otel_call", default=None)
+        self._call: ContextVar[Scope | None] = ContextVar("retrymw_otel_call", default=None)
 
     # -- is anybody listening? ---------------------------------------------------------------
 
@@ -222,14 +217,14 @@ class OpenTelemetryInstrument(Instrument):
         """Export the live gauges of an announced policy, breaker, budget or throttle."""
         self._live.attach(event.policy, event.target, event.subject)
 
-    def call_started(self, event: CallStarted, /) -> _Scope | None:
+    def call_started(self, event: CallStarted, /) -> Scope | None:
         """Start the INTERNAL call span and make it current for the whole call.
 
         One trace per call, of the same shape with or without a caller's span: the
         call span parents every attempt. An HTTP call that can make only one attempt (an SDK
         above is retrying) waits until it has more to say than its one CLIENT span
-        (`_HttpCall`). A call made during a coroutine's first attempt, which has no span of its
-        own, gets that attempt's span as its parent (`_Scope.first_attempt_parent`).
+        (`HttpCallScope`). A call made during a coroutine's first attempt, which has no span of its
+        own, gets that attempt's span as its parent (`Scope.first_attempt_parent`).
         """
         if not (self._traces.active or self._traces()):
             return None
@@ -241,9 +236,9 @@ class OpenTelemetryInstrument(Instrument):
             and trace.get_current_span() is outer.span
             else None
         )
-        if event.request is not None and _http_request(event.request) is not None:
+        if event.request is not None and http_request(event.request) is not None:
             if event.max_attempts == 1:
-                return _HttpCall(functools.partial(self._call_span, event), self._call, parent)
+                return HttpCallScope(functools.partial(self._call_span, event), self._call, parent)
             # Opened before the first attempt, so that it is that attempt's parent should the
             # attempt be retried: a span's parent is fixed when it starts.
             return self._call_scope(self._call_span(event, parent), parent)
@@ -253,9 +248,9 @@ class OpenTelemetryInstrument(Instrument):
         scope.make_first_attempt = functools.partial(self._first_attempt_span, event.operation)
         return scope
 
-    def _call_scope(self, span: Span, parent: Context | None) -> _Scope:
+    def _call_scope(self, span: Span, parent: Context | None) -> Scope:
         """The scope that makes the call ``span`` current, and findable by nested calls."""
-        scope = _Scope(span, trace.set_span_in_context(span, parent), self._call)
+        scope = Scope(span, trace.set_span_in_context(span, parent), self._call)
         scope.nest()
         scope.exceptions = self._exceptions
         return scope
@@ -295,10 +290,10 @@ class OpenTelemetryInstrument(Instrument):
         scope = self._call.get()
         if scope is None:
             return None
-        span = scope.span_now() if isinstance(scope, _HttpCall) else scope.span
+        span = scope.span_now() if isinstance(scope, HttpCallScope) else scope.span
         return span if span.is_recording() else None
 
-    def attempt_started(self, event: AttemptStarted, /) -> _Scope | None:
+    def attempt_started(self, event: AttemptStarted, /) -> Scope | None:
         """Start the attempt span (CLIENT for HTTP, with context injected into the request).
 
         An HTTP attempt also switches OpenTelemetry's HTTP client instrumentation off below it
@@ -306,7 +301,7 @@ class OpenTelemetryInstrument(Instrument):
         the attempt's, with ``http.request.resend_count`` and a redacted ``url.full``, and its
         ``http.client.request.duration`` point the attempt's one.
         """
-        request = None if event.request is None else _http_request(event.request)
+        request = None if event.request is None else http_request(event.request)
         call = self._call.get()
         if request is None:
             if call is None:  # no call span: nobody listened when the call started
@@ -318,41 +313,41 @@ class OpenTelemetryInstrument(Instrument):
                 return None
             attributes: dict[str, Any] = {names.ATTR_ATTEMPT: event.attempt}
             if call.pending_wait is not None:
-                _wait_attributes(call.pending_wait[0], attributes)
+                wait_attributes(call.pending_wait[0], attributes)
                 call.pending_wait = None
             span = self._tracer.start_span(
                 ATTEMPT_SPAN_PREFIX + event.operation,
                 kind=INTERNAL,
                 attributes=attributes,
             )
-            call.attempt = _Scope(span, trace.set_span_in_context(span))
+            call.attempt = Scope(span, trace.set_span_in_context(span))
             call.attempt.exceptions = self._exceptions
             return call.attempt
-        semconv = _http_attributes(request)  # the span's and the duration's, built once
+        semconv = http_attributes(request)  # the span's and the duration's, built once
         if call is None:
             # Metrics only: no span, but the attempt's duration point is retrymw's, and the
             # context the instrumentation below would have sent is sent.
             if not (self._meters.active or self._meters()):
                 return None
             propagate.inject(request.headers)
-            scope = _Scope(INVALID_SPAN, _suppressed(otel_context.get_current()), self._attempt)
+            scope = Scope(INVALID_SPAN, _suppressed(otel_context.get_current()), self._attempt)
             scope.http_attributes = {**semconv, names.ATTR_URL_SCHEME: request.url.scheme}
             return scope
-        name, span_attributes = _client_span(request, event.attempt, dict(semconv))
+        name, span_attributes = client_span(request, event.attempt, dict(semconv))
         if call.pending_wait is not None:
-            _wait_attributes(call.pending_wait[0], span_attributes)
+            wait_attributes(call.pending_wait[0], span_attributes)
             call.pending_wait = None
-        parent = call.attempt_parent() if isinstance(call, _HttpCall) else None
+        parent = call.attempt_parent() if isinstance(call, HttpCallScope) else None
         span = self._tracer.start_span(
             name, context=parent, kind=CLIENT, attributes=span_attributes
         )
-        if isinstance(call, _HttpCall) and call.first_attempt is None:
+        if isinstance(call, HttpCallScope) and call.first_attempt is None:
             call.first_attempt = span.get_span_context()
         context = trace.set_span_in_context(span, parent)
         # Per attempt, overwriting the previous attempt's header: the server's parent is the
         # attempt span, so each resend is its own child in the trace.
         propagate.inject(request.headers, context=context)
-        scope = _Scope(span, _suppressed(context), self._attempt, http=True)
+        scope = Scope(span, _suppressed(context), self._attempt, http=True)
         scope.http_attributes = {**semconv, names.ATTR_URL_SCHEME: request.url.scheme}
         scope.exceptions = self._exceptions
         call.attempt = scope
@@ -377,7 +372,7 @@ class OpenTelemetryInstrument(Instrument):
             self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
             attempt = self._attempt.get()
             if attempt is not None and attempt.http_attributes is not None:
-                version = _protocol_version(event.result)
+                version = protocol_version(event.result)
                 semconv = semconv_attributes(
                     dict(attempt.http_attributes), event, version, self._error_type
                 )
@@ -394,7 +389,7 @@ class OpenTelemetryInstrument(Instrument):
         if call is not None and call.first_attempt_at is not None:
             first_attempt_finished(self._tracer, call, event)
             return
-        if isinstance(call, _HttpCall) and event.attempt_outcome == "retried":
+        if isinstance(call, HttpCallScope) and event.attempt_outcome == "retried":
             call.span_now()  # a retry follows: the call span holds the attempts from here on
         if call is not None and call.attempt is not None:
             scope, call.attempt = call.attempt, None
@@ -450,13 +445,13 @@ class OpenTelemetryInstrument(Instrument):
             if event.attempts != 1:  # one attempt is the rule: the call count less this count
                 self._call_attempts.record(event.attempts, attributes, context=NO_EXEMPLAR)
         scope = self._call.get()
-        if isinstance(scope, _HttpCall) and event.attempts == 0:
+        if isinstance(scope, HttpCallScope) and event.attempts == 0:
             scope.span_now()  # refused before any attempt: no CLIENT span tells it
         if scope is None or not scope.span.is_recording():
             return
         span = scope.span
         if scope.pending_wait is not None:  # no attempt followed this wait: the call span tells it
-            _wait_event(span, *scope.pending_wait)
+            wait_event(span, *scope.pending_wait)
             scope.pending_wait = None
         ending: dict[str, Any] = {
             names.ATTR_OUTCOME: event.outcome,
@@ -469,7 +464,7 @@ class OpenTelemetryInstrument(Instrument):
                 if error is not None
                 else event.error_type or names.ERROR_TYPE_OVERFLOW
             )
-            span.set_status(_ERROR)
+            span.set_status(ERROR_STATUS)
         span.set_attributes(ending)
 
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:

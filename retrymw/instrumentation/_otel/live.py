@@ -173,7 +173,7 @@ class LiveGauges:
             self._wired.add(key)
         bounds = self.bounds
         denied = names.RETRIES_DENIED
-        # The same child as the instrument's records of that reason (`_AttributeSets`).
+        # The same child as the instrument's records of that reason (`AttributeSets`).
         child = (names.ATTR_REASON, reason, None)
         if bounds.place(policy, target, 0, child, denied.series) != (policy, target):
             return  # its series would not fit (or the policy is past its cap)

@@ -18,9 +18,16 @@ from .. import _names as names
 from .._fleet_live import fleet_readings
 from .live import LiveGauges
 
-__all__: list[str] = []  # private helpers of `_otel.instrument`
+__all__ = [
+    "AttributeSets",
+    "create_histogram",
+    "HTTP_OVERFLOW",
+    "metric_args",
+    "NO_EXEMPLAR",
+    "observe_fleet",
+]
 
-#: Metric attribute sets an `_AttributeSets` keeps: far more than the capped labels give in
+#: Metric attribute sets an `AttributeSets` keeps: far more than the capped labels give in
 #: practice (a policy's targets times outcomes and error types); past it, each record builds its
 #: own.
 _ATTRIBUTE_SETS_KEPT = 4096
@@ -41,7 +48,7 @@ _SERIES_OF_KEY: dict[str | None, int] = {
 HTTP_OVERFLOW: dict[str, Any] = {names.ATTR_METRIC_OVERFLOW: True}
 
 
-class _AttributeSets:
+class AttributeSets:
     """The attributes of `OpenTelemetryInstrument`'s metric records, each combination built once.
 
     One dict is shared by every record that has it (up to `_ATTRIBUTE_SETS_KEPT` combinations):
@@ -90,13 +97,13 @@ class _AttributeSets:
         return len(self._sets)
 
 
-def _args(spec: names.MetricSpec) -> tuple[str, str, str]:
+def metric_args(spec: names.MetricSpec) -> tuple[str, str, str]:
     return spec.otel, spec.unit, spec.description
 
 
-def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
+def create_histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogram:
     return meter.create_histogram(
-        *_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
+        *metric_args(spec), explicit_bucket_boundaries_advisory=list(spec.buckets or ())
     )
 
 
@@ -106,7 +113,7 @@ def _histogram(meter: metrics.Meter, spec: names.MetricSpec) -> metrics.Histogra
 NO_EXEMPLAR = set_span_in_context(INVALID_SPAN, Context())
 
 
-def _observe_fleet(meter: metrics.Meter) -> None:
+def observe_fleet(meter: metrics.Meter) -> None:
     """Observable instruments for the fleet's health (`names.FLEET_METRICS`).
 
     Read at each collection from the process's open `RedisFleet`s, as `PrometheusInstrument`
