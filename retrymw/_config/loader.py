@@ -62,7 +62,7 @@ _SHORTEST = 1e-9  # a non-zero duration below 1ns, the finest unit, is a typo (o
 # The longest duration text is far shorter ("8760h", "0.000000001s", "1h59m59s999ms999us999ns"),
 # and a longer one is shown by its start and length instead of 500 of its characters.
 _LONGEST_DURATION = 64
-# The seeds' on_failure words that mean one of ours (DESIGN §7).
+# The seeds' on_failure words that mean one of ours (docs/configuration.md).
 _ON_FAILURE_WORDS = {"stop": "raise"}
 # Every spelling of the two fields whose conflict RetryPolicy reports (initial > max_delay).
 _COUNTS = ("attempts", "max_attempts", "retry")

@@ -213,18 +213,18 @@ class RetryPolicy:
         ``state`` describes the call so far (``state.attempt`` is the attempt that produced
         ``outcome``); ``now`` is the clock's monotonic time.
         """
-        step = self._next_step(state, outcome, now, rng)
+        step = self.next_step(state, outcome, now, rng)
         if step is None:
             return ACCEPT
         if isinstance(step, str):
             return GiveUp(step)
         return Retry(step)
 
-    def _next_step(
+    def next_step(
         self, state: CallState, outcome: Outcome, now: float, rng: Random
     ) -> float | RetryReason | None:
-        """`decide` without its decision objects, for the engine (after every attempt): the
-        delay of a retry, the reason of a give-up, or ``None`` to accept ``outcome``."""
+        """`decide` as plain values, which the engine asks after every attempt: the delay of a
+        retry, the reason of a give-up, or ``None`` to accept ``outcome``."""
         retry_on = self.retry_on
         if retry_on is None:  # `matches` inlined: this runs after every failed attempt
             exception = outcome.exception

@@ -14,7 +14,7 @@ from .layers import current, mark
 
 __all__ = ["OUTCOME_OF_REASON", "OUTCOME_OF_REFUSAL", "ending_error", "error_type", "mark_final"]
 
-#: The outcome of a call that made attempts and gave up for a reason (DESIGN §15). A retry the
+#: The outcome of a call that made attempts and gave up for a reason. A retry the
 #: breaker or the throttle refused ends the call with what its attempts got, a ``failure``: the
 #: reason (``retrymw_retries_denied_total``) tells why no retry followed. Only a call refused
 #: before any attempt is ``circuit_open`` or ``shed`` (`OUTCOME_OF_REFUSAL`), so that the

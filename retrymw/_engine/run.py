@@ -232,9 +232,8 @@ class CallRun(CallState):
                 status=status,
             )
         self.result, self.error, self.status = result, error, status
-        # `decide`, without its decision objects (this runs after every attempt): a delay for
-        # a retry, a reason for a give-up, neither when the outcome is accepted.
-        step = policy._next_step(self, outcome, now, self.runtime.rng)
+        # A delay for a retry, a reason for a give-up, neither when the outcome is accepted.
+        step = policy.next_step(self, outcome, now, self.runtime.rng)
         matched = step is not None
         if self.admitted:
             self.admitted = False
@@ -468,7 +467,7 @@ class CallRun(CallState):
         if not ran_here or (self.adapter is not None and self.result is not None):
             # Before any attempt, or after the last result was already disposed of (a closed
             # response must not be returned): the call fails fast with the refusal itself.
-            # Only a call that made no attempt here is refused (DESIGN §15); one that did keeps
+            # Only a call that made no attempt here is refused; one that did keeps
             # the outcome its attempts got (`_deny`).
             self.result = None
             if not ran_here:

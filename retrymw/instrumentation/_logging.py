@@ -186,7 +186,7 @@ def _trace_ids() -> dict[str, Any]:
 
     Only a process that imported opentelemetry's trace API can have a current span, so the API
     is looked up where it already is: importing it here would make ``import retrymw`` load an
-    optional extra (DESIGN §1).
+    optional extra.
     """
     api = sys.modules.get("opentelemetry.trace")
     if api is None:

@@ -1,7 +1,7 @@
 """Every metric, label, span, event and attribute name retrymw emits: the single source of truth.
 
 Dashboards, alert rules, tests and both instruments read these constants; nothing else spells a
-telemetry name. The contract is DESIGN.md §6.
+telemetry name. The contract is docs/telemetry.md.
 
 **One Prometheus name per metric, whichever path exports it.** `PrometheusInstrument` registers
 the ``prometheus`` names below with prometheus_client. `OpenTelemetryInstrument` creates the
@@ -302,7 +302,7 @@ CALL_DURATION_BUCKETS = (
     30,
     60,
 )
-#: Attempts per call (DESIGN §6; cf. Failsafe and gRPC A96).
+#: Attempts per call (cf. Failsafe and gRPC A96).
 CALL_ATTEMPTS_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
 #: One attempt: the semconv ``http.client.request.duration`` advice (= prometheus_client's
 #: default buckets) with edges at 1.5 and 2 s added, as for calls.
@@ -349,7 +349,7 @@ BACKOFF_DURATION_BUCKETS = (
 _CALL_LABELS = (LABEL_POLICY, LABEL_TARGET, LABEL_OUTCOME)
 
 # Calls and attempts are counted by the duration histograms' ``_count``: a counter
-# beside each histogram recorded every event twice. DESIGN §6 allows this trim.
+# beside each histogram recorded every event twice. The contract allows this trim.
 CALL_DURATION = MetricSpec(
     "retrymw_call_duration_seconds",
     "retrymw.call.duration",
@@ -426,7 +426,7 @@ CIRCUIT_TRANSITIONS = MetricSpec(
     "Circuit breaker transitions.",
 )
 
-#: The eight metrics of DESIGN §6, in its order.
+#: The metrics of the contract's table (docs/telemetry.md), in its order.
 METRICS: tuple[MetricSpec, ...] = (
     CALL_DURATION,
     CALL_ATTEMPTS,
@@ -484,9 +484,9 @@ def count_of(histogram: MetricSpec) -> str:
     return histogram.prometheus + "_count"
 
 
-# -- saturation gauges and the policy info metric (DESIGN §6: "what an operator needs to see
+# -- saturation gauges and the policy info metric (the contract: "what an operator needs to see
 # saturation coming"). Exported from the moment a `Retrier` announces the object (`Attached`),
-# read live from its ``statistics()``. Not in `METRICS`, which is DESIGN's table.
+# read live from its ``statistics()``. Not in `METRICS`, the contract's table.
 
 RETRY_BUDGET_CAPACITY = MetricSpec(
     "retrymw_retry_budget_capacity",
@@ -566,7 +566,7 @@ POLICY_INFO = MetricSpec(
     multiprocess_mode="livemax",
 )
 
-#: The gauges exported live for announced objects, beyond DESIGN's table.
+#: The gauges exported live for announced objects, beyond the contract's table.
 LIVE_GAUGES: tuple[MetricSpec, ...] = (
     RETRY_BUDGET_CAPACITY,
     THROTTLE_REJECT_PROBABILITY,

@@ -76,8 +76,8 @@ def reject_probability(throttle: Any) -> float:
 
 
 #: The saturation gauges a budget, a throttle and a breaker export, with how each is read
-#: (a budget's available tokens are DESIGN's gauge, set from the events). A breaker's thresholds
-#: are exported only while their rule is on (the reading is not NaN).
+#: (a budget's available tokens are the contract's gauge, set from the events). A breaker's
+#: thresholds are exported only while their rule is on (the reading is not NaN).
 BUDGET_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
     (names.RETRY_BUDGET_CAPACITY, budget_capacity),
 )

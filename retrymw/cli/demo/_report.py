@@ -105,7 +105,7 @@ class DemoStats(Instrument):
     def amplification(self) -> float | None:
         """Attempts per admitted call, or ``None`` before the first admitted call finishes.
 
-        Calls the breaker rejected made no attempt: they are counted apart (DESIGN §6, as the
+        Calls the breaker rejected made no attempt: they are counted apart (as the
         dashboards do) rather than diluting the ratio below 1x during an outage.
         """
         admitted = self.calls - self.rejected

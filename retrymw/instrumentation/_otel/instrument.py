@@ -1,4 +1,4 @@
-"""`OpenTelemetryInstrument`: DESIGN §6's span tree and metrics, on opentelemetry-api only.
+"""`OpenTelemetryInstrument`: the span tree and metrics of docs/telemetry.md, on opentelemetry-api.
 
 Importing this module needs opentelemetry-api (the ``otel`` extra); the package namespace
 imports it only when `OpenTelemetryInstrument` is first asked for.
@@ -84,7 +84,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 class OpenTelemetryInstrument(Instrument):
     """Spans and metrics for every call, attempt and backoff, through opentelemetry-api.
 
-    The span tree (DESIGN §6): an INTERNAL ``retrymw {operation}`` span per
+    The span tree (docs/telemetry.md): an INTERNAL ``retrymw {operation}`` span per
     logical call; one span per attempt under it once a retry happens, a CLIENT span per the HTTP
     semantic conventions for the transports (``GET``, with ``http.request.resend_count`` on
     resends and a redacted ``url.full``; every attempt has one) or an INTERNAL

@@ -1,4 +1,4 @@
-"""`PrometheusInstrument`: the metrics of DESIGN §6 through prometheus_client.
+"""`PrometheusInstrument`: the metrics of docs/telemetry.md through prometheus_client.
 
 Importing this module needs prometheus_client (the ``prometheus`` extra); the package namespace
 imports it only when `PrometheusInstrument` is first asked for (through the package). The

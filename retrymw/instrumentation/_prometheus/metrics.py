@@ -42,7 +42,7 @@ __all__ = ["Metrics", "metrics_for", "observe"]
 #: counted at their full size, which they have from their first observation.
 _ENTRY_SERIES = names.CALL_DURATION.series + names.ATTEMPT_DURATION.series
 
-#: The denial reason each kind of protection gives: exported at 0 with the object (DESIGN §6,
+#: The denial reason each kind of protection gives: exported at 0 with the object (the contract,
 #: "every series a configured breaker, budget or throttle can have exists from its creation"),
 #: so that increase() counts its first denial.
 _DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "shed"}
