@@ -212,6 +212,7 @@ class Dispatch:
         "instruments",
         "observes_calls",
         "observes_outcomes",
+        "opens_scopes",
         "reports_attempts",
         "times_attempts",
     )
@@ -234,6 +235,9 @@ class Dispatch:
         self.observes_calls = bool(
             self.call_started or self.attempt_started or self.attempt_finished or self.call_finished
         )
+        # Whether a hook may open a scope around the call or an attempt: the call is then a
+        # `CallRun` from its start, which holds the scopes.
+        self.opens_scopes = bool(self.call_started or self.attempt_started)
         # Whether any hook reads an attempt's or a call's status (read only then).
         self.observes_outcomes = bool(
             self.attempt_finished or self.retry_scheduled or self.retry_denied or self.call_finished

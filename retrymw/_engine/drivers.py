@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 import anyio
 
 from .._core.clock import async_waiter, waits_disabled
+from .._core.events import Outcome
 from .._core.instruments import Dispatch
 from .._core.policy import RetryPolicy
 from .._protect.budget import RetryBudget
+from . import reports
 from .call import Call
 from .callables import (
     SUSPECT_RESULTS,
@@ -31,6 +33,7 @@ from .callables import (
     sync_result_error,
 )
 from .layers import mark_time
+from .reports import SettledCall
 from .retrier_args import _NOT_GIVEN
 from .run import CallRun
 from .runtime import Runtime, for_target
@@ -40,13 +43,18 @@ __all__ = ["Engine"]
 
 T = TypeVar("T")
 
+#: What a report reads of the outcome of a first attempt that settled its call: no exception
+#: and no status (the result is the call's own, `SettledCall.result`).
+SETTLED = Outcome(attempt=1)
+
 
 class Engine:
     """A `Retrier`'s runtime and its two doors; `Retrier` sets every slot in its constructor."""
 
-    __slots__ = ("_dispatch", "_funded", "_quiet", "_runtime", "policy")
+    __slots__ = ("_bare", "_dispatch", "_funded", "_quiet", "_runtime", "policy")
 
     policy: RetryPolicy
+    _bare: bool  # whether calls under `policy` may run their first attempt bare (`_bare_policy`)
     _dispatch: Dispatch  # every instrument's hooks
     _quiet: Dispatch | None  # the same without the idle instruments, if any can be idle
     _funded: RetryBudget | None  # the one budget every call funds, when not per target
@@ -57,39 +65,60 @@ class Engine:
         quiet = self._quiet
         return self._dispatch if quiet is None or self._dispatch.listening() else quiet
 
-    def _runs_bare(self, call: Call | None, dispatch: Dispatch) -> bool:
-        """Whether a call's first attempt may run bare: nothing observes or bounds it.
+    def _runs_bare(self, call: Call, dispatch: Dispatch) -> bool:
+        """Whether ``call``'s first attempt may run outside a `CallRun` (`_bare_policy`); an
+        observed HTTP attempt never does: it lasts until its body ends, which only a `CallRun`
+        follows."""
+        if call.adapter is not None:
+            return not dispatch.observes_calls and self._bare_policy(call.policy, judged=True)
+        return self._bare_policy(call.policy, judged=False)
 
-        No instrument hears of calls or attempts, no breaker or throttle admits attempts, no
-        store resumes calls, the policy bounds no attempt in time, and its outcome needs no
-        judging beyond "it raised": a coroutine's result is judged only by a matcher that reads
-        results, an HTTP response by its adapter (`AttemptAdapter.settles`).
+    def _bare_policy(self, policy: RetryPolicy, *, judged: bool) -> bool:
+        """Whether a call under ``policy`` may run its first attempt bare, as far as protection
+        and the policy go (an instrument that opens scopes also forbids it: `Dispatch`).
+
+        No breaker or throttle admits attempts, no store resumes calls, the policy bounds no
+        attempt in time, and the outcome needs no judging beyond "it raised": a result is
+        judged only by a matcher that reads results, unless the front door ``judged`` it
+        (`AttemptAdapter.settles`). Instruments that hear of endings only are told of a call
+        settled at once by `_report_settled`.
         """
-        if dispatch.observes_calls or self._runtime.guards_calls:
+        if self._runtime.guards_calls:
             return False
-        policy = self.policy if call is None else call.policy
         if policy.timeout is not None or policy.deadline is not None:
             return False
-        retry_on = policy.retry_on
-        return (
-            retry_on is None
-            or not retry_on.uses_results
-            or (call is not None and call.adapter is not None)
-        )
+        return judged or policy.retry_on is None or not policy.retry_on.uses_results
 
     def _call_of(self, fn: Callable[..., Any], call: Call | None) -> Call:
         """``call``, or the call of ``fn`` under this retrier's policy, named after ``fn``."""
         return call if call is not None else Call.of(fn, self.policy)
 
-    def _fund(self, fn: Callable[..., Any], call: Call | None) -> None:
-        """A call succeeded at its bare first attempt: it funds its target's budget."""
+    def _fund(self, fn: Callable[..., Any], call: Call | None) -> RetryBudget | None:
+        """A call succeeded at its bare first attempt: it funds its target's budget (returned)."""
         funded = self._funded
+        if funded is None and self._runtime.budget is not None:
+            funded = for_target(self._runtime.budget, self._call_of(fn, call).target)
         if funded is not None:
             funded.record_success()
-        elif self._runtime.budget is not None:
-            budget = for_target(self._runtime.budget, self._call_of(fn, call).target)
-            if budget is not None:  # pragma: no branch - a PerTarget always gives one
-                budget.record_success()
+        return funded
+
+    def _report_settled(
+        self,
+        fn: Callable[..., Any],
+        call: Call | None,
+        dispatch: Dispatch,
+        started_at: float,
+        result: object,
+        budget: RetryBudget | None,
+    ) -> None:
+        """Tell the instruments of a call its bare first attempt settled: how the attempt
+        ended, then the call, as a `CallRun` would have."""
+        settled = SettledCall(self._runtime, self._call_of(fn, call), started_at, result, budget)
+        now = self._runtime.clock.now()
+        if dispatch.attempt_finished:
+            reports.attempt_finished(settled, dispatch.attempt_finished, SETTLED, now, False, False)
+        if dispatch.call_finished:
+            reports.call_finished(settled, dispatch.call_finished, None)
 
     async def run_async(
         self,
@@ -104,9 +133,11 @@ class Engine:
         policy, named after ``fn``, described only once something needs it.
         """
         dispatch = self._current()
-        if not self._runs_bare(call, dispatch):
+        bare = self._bare if call is None else self._runs_bare(call, dispatch)
+        if not bare or dispatch.opens_scopes:
             return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()  # a mark later than this was made inside this call
+        started_at = self._runtime.clock.now() if dispatch.observes_calls else None
         awaitable: Any = _NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
@@ -116,10 +147,19 @@ class Engine:
         else:
             adapter = None if call is None else call.adapter
             if adapter is None or adapter.settles(result):
-                self._fund(fn, call)
+                budget = self._fund(fn, call)
+                if started_at is not None:
+                    self._report_settled(fn, call, dispatch, started_at, result, budget)
                 return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
             return await self._drive_async(
-                fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_result=result
+                fn,
+                args,
+                kwargs,
+                self._call_of(fn, call),
+                dispatch,
+                since,
+                started_at,
+                first_result=result,
             )
         # Misuse is told apart only once something failed, off the success path: ``fn`` not
         # callable, or what it returned not awaitable. Refused, never retried.
@@ -131,7 +171,14 @@ class Engine:
         # Outside the except block: the retries' exceptions must not carry the first one as
         # their __context__ ("During handling of the above exception...").
         resumed = self._drive_async(
-            fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_error=first
+            fn,
+            args,
+            kwargs,
+            self._call_of(fn, call),
+            dispatch,
+            since,
+            started_at,
+            first_error=first,
         )
         # The first error's traceback holds this frame: not holding the error here too leaves
         # no reference cycle for the garbage collector to find after every retried call.
@@ -148,9 +195,11 @@ class Engine:
         """Sync twin of `run_async`: blocking sleeps; an attempt's time limit bounds what
         honours `within` (a blocking attempt cannot be cancelled)."""
         dispatch = self._current()
-        if not self._runs_bare(call, dispatch):
+        bare = self._bare if call is None else self._runs_bare(call, dispatch)
+        if not bare or dispatch.opens_scopes:
             return self._drive_sync(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()
+        started_at = self._runtime.clock.now() if dispatch.observes_calls else None
         first: Exception | None = None
         try:
             result = fn(*args, **kwargs)
@@ -159,7 +208,14 @@ class Engine:
         if first is not None:
             try:  # outside the except block, as in `run_async`: no accidental chaining
                 return self._drive_sync(
-                    fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_error=first
+                    fn,
+                    args,
+                    kwargs,
+                    self._call_of(fn, call),
+                    dispatch,
+                    since,
+                    started_at,
+                    first_error=first,
                 )
             finally:
                 first = None  # no reference cycle through this frame, as in `run_async`
@@ -169,10 +225,19 @@ class Engine:
                 raise refusal  # never retried
         adapter = None if call is None else call.adapter
         if adapter is None or adapter.settles(result):
-            self._fund(fn, call)
+            budget = self._fund(fn, call)
+            if started_at is not None:
+                self._report_settled(fn, call, dispatch, started_at, result, budget)
             return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
         return self._drive_sync(
-            fn, args, kwargs, self._call_of(fn, call), dispatch, since, first_result=result
+            fn,
+            args,
+            kwargs,
+            self._call_of(fn, call),
+            dispatch,
+            since,
+            started_at,
+            first_result=result,
         )
 
     # -- the drivers: the full path ------------------------------------------------------------
@@ -187,14 +252,16 @@ class Engine:
         call: Call,
         dispatch: Dispatch,
         since: int | None = None,
+        started_at: float | None = None,
         *,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
     ) -> T:
         """Drive ``call`` (async): from its start, or on from its bare first attempt's outcome
-        (``first_error`` or ``first_result``, with ``since`` read before that attempt)."""
+        (``first_error`` or ``first_result``, with ``since`` and ``started_at`` read before
+        that attempt)."""
         attempt = bound_attempt(fn, args, kwargs)
-        run = CallRun(self._runtime, call, dispatch, since)
+        run = CallRun(self._runtime, call, dispatch, since, started_at)
         adapter = call.adapter
         clock = self._runtime.clock
         bounded = call.policy.timeout is not None or call.policy.deadline is not None
@@ -264,13 +331,14 @@ class Engine:
         call: Call,
         dispatch: Dispatch,
         since: int | None = None,
+        started_at: float | None = None,
         *,
         first_error: Exception | None = None,
         first_result: object = _NOT_GIVEN,
     ) -> T:
         """Sync twin of `_drive_async`."""
         attempt = bound_attempt(fn, args, kwargs)
-        run = CallRun(self._runtime, call, dispatch, since)
+        run = CallRun(self._runtime, call, dispatch, since, started_at)
         adapter = call.adapter
         clock = self._runtime.clock
         bounded = call.policy.timeout is not None or call.policy.deadline is not None

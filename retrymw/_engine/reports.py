@@ -23,6 +23,7 @@ from .._core.events import (
 )
 from .._core.instruments import Dispatch, Hook, Scopes
 from .._core.policy import RetryPolicy
+from .call import Call
 from .endings import error_type
 from .runtime import Runtime
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReportedCall",
+    "SettledCall",
     "attempt_finished",
     "attempt_started",
     "call_finished",
@@ -56,6 +58,44 @@ class ReportedCall(Protocol):
     runtime: Runtime
     budget: RetryBudget | None
     body: BodyRead | None
+
+
+class SettledCall:
+    """A call its bare first attempt settled, as the reports read it (`ReportedCall`)."""
+
+    __slots__ = (
+        "attempt_started_at",
+        "budget",
+        "operation",
+        "policy",
+        "request",
+        "result",
+        "runtime",
+        "started_at",
+        "target",
+    )
+
+    attempt = 1
+    outcome: CallOutcome = "success"
+    status: int | None = None
+    body: BodyRead | None = None
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        call: Call,
+        started_at: float,
+        result: object,
+        budget: RetryBudget | None,
+    ) -> None:
+        self.runtime = runtime
+        self.policy = call.policy
+        self.target = call.target
+        self.operation = call.operation
+        self.request = call.request
+        self.started_at = self.attempt_started_at = started_at
+        self.result = result
+        self.budget = budget
 
 
 def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:

@@ -124,6 +124,7 @@ class Retrier(Engine):
 
             instruments = default_instruments()
         self._dispatch = Dispatch(instruments)
+        self._bare = self._bare_policy(self.policy, judged=False)
         if breaker is not None and self._dispatch.breaker_state_changed:
             # The user's own breaker reports to this retrier's instruments; the same instruments
             # listen once however many retriers and transports share the breaker.

@@ -69,7 +69,14 @@ class CallRun(CallState):
         "withholds",
     )
 
-    def __init__(self, runtime: Runtime, call: Call, dispatch: Dispatch, since: int | None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        call: Call,
+        dispatch: Dispatch,
+        since: int | None,
+        started_at: float | None = None,
+    ) -> None:
         self.runtime = runtime
         self.policy = call.policy
         self.operation = call.operation
@@ -79,7 +86,8 @@ class CallRun(CallState):
         self.dispatch = dispatch
         self.call_scopes = NO_SCOPES
         self.attempt = 0
-        self.started_at = runtime.clock.now()
+        # A call going on from its bare first attempt started before that attempt.
+        self.started_at = runtime.clock.now() if started_at is None else started_at
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
         self.instrument_time = 0.0
