@@ -25,6 +25,7 @@ from .._engine.retrier_args import default_budget
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
+from .hosts import per_host
 from .limits import bound_transport
 from .responses import NO_LIMITS, BodyLimits
 from .sdk import SdkAttempt, SdkAttempts
@@ -78,7 +79,7 @@ class TransportCore:
             budget = default_budget(clock if clock is not None else SYSTEM_CLOCK, per_target=True)
         self.retrier = Retrier(
             self.resolver.default,
-            breaker=breaker,
+            breaker=per_host(breaker),  # one circuit per host, whatever breaker is given
             budget=budget,
             throttle=throttle,
             instruments=instruments,

@@ -1270,10 +1270,14 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
         instruments=(),
     )
 
+    circuits = transport.retrier.breaker
+    assert isinstance(circuits, PerTarget)
+
     def other_callers_fail() -> None:
-        while breaker.state == "closed":  # the breaker given is the one in use
-            assert breaker.allow_request()
-            breaker.record_failure()
+        circuit = circuits.for_target("example.com")  # the host's circuit, from the template
+        while circuit.state == "closed":
+            assert circuit.allow_request()
+            circuit.record_failure()
 
     clock.trip = other_callers_fail
     with httpx.Client(transport=transport) as client, pytest.raises(TransportCircuitOpenError):
