@@ -180,3 +180,29 @@ def test_a_config_transport_has_one_circuit_per_host() -> None:
     assert isinstance(circuits, PerTarget)
     assert circuits.template is config.breaker("api")
     assert sorted(circuits) == sorted(HOSTS)
+
+
+def test_a_default_breaker_hammered_by_a_dead_host_refuses_no_healthy_call() -> None:
+    """breaker=CircuitBreaker() (its defaults): the dead host called 20 times a round opens
+    its own circuit; the healthy hosts, called once a round, are never refused (a shared
+    circuit refused all 200 of them)."""
+    clock = FakeClock()
+    transport = rhttpx.RetryTransport(
+        httpx.MockTransport(_mock),
+        policy=POLICY,
+        breaker=CircuitBreaker(clock=clock),
+        budget=None,
+        clock=clock,
+        instruments=(),
+    )
+    healthy = [host for host in HOSTS if host != DEAD]
+    refused = dict.fromkeys(HOSTS, 0)
+    with httpx.Client(transport=transport) as client:
+        for _ in range(50):
+            for host in [DEAD] * 20 + healthy:
+                refused[host] += _refused(
+                    client.get, f"http://{host}/", rhttpx.TransportCircuitOpenError
+                )
+            clock.advance(0.1)
+    assert [refused[host] for host in healthy] == [0, 0, 0, 0]
+    assert refused[DEAD] > 900  # its own circuit is open: the dead host fails fast
