@@ -16,7 +16,8 @@ def main() -> None:
     url = upstream_url()
     transport = RetryTransport(
         policy=RetryPolicy(attempts=3, initial_delay="50ms", deadline="3s"),
-        # One breaker per host, copied from this template: a dead host fails fast.
+        # One circuit per host, copied from this template (named "upstream:<host>"): a dead
+        # host fails fast, and never makes the calls to another host fail.
         breaker=CircuitBreaker(name="upstream", failure_threshold=10, recovery_timeout="5s"),
     )
     with httpx.Client(transport=transport, timeout=5.0) as client:

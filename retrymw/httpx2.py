@@ -22,7 +22,7 @@ httpx2's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 try:
     import httpx2
@@ -98,9 +98,10 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         transport: the inner transport; ``httpx2.AsyncHTTPTransport()`` by default.
         policy: the default policy. Without ``retry_on`` (the default policy too) it retries
             connect errors, timeouts, other network errors and the statuses 429, 502, 503, 504.
-        breaker: a `CircuitBreaker`, used as it is: one circuit for every host; or
-            ``PerTarget(CircuitBreaker(...))`` for one per host (``host`` or ``host:port``);
-            ``None`` (the default) for none.
+        breaker: a `CircuitBreaker`: the template of one circuit per host (``host`` or
+            ``host:port``), each named ``"<name>:<host>"``, as ``PerTarget(CircuitBreaker(...))``
+            gives (the live circuits are ``transport.retrier.breaker``); a ``PerTarget`` of one,
+            used as it is; ``None`` (the default) for none.
         budget: the cross-call `RetryBudget`, used as it is (one for every host), or a
             ``PerTarget`` of one; by default ``PerTarget(RetryBudget())``, one per host;
             ``None`` turns it off.
@@ -122,19 +123,23 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             ``None`` (the default) for no limit but the client's and the deadline.
         first_byte_timeout: most seconds from a returned response's head to its body's
             first byte; ``None`` (the default): `stall_timeout` bounds that wait too.
+        profile: ``"http"`` (the default) or ``"sdk"``: for the OpenAI and Anthropic SDKs
+            with ``max_retries=0``, a policy without ``retry_on`` retries what the SDKs retry
+            (408, 409, 429, 5xx, connection errors, timeouts), and those statuses are resent
+            whatever the method (docs/sdks.md).
 
-    Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header
-    are resent once they may have reached the server; connect errors are retried for every
-    method. Bodies up to `max_replay_body` bytes are buffered so they can be replayed; longer
-    ones are sent once. The server's hints set the least delay (``Retry-After``,
-    ``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows
-    or forbids a retry; a hint beyond the policy's limits returns that response at once. An
-    SDK's ``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK
-    above itself retries (a count of 1 or more right after its failed attempt of the same
-    request, in the same task or thread) is sent once, with a warning. A count that came from
-    elsewhere (forwarded from an inbound request) is ignored (docs/layers.md).
-    Superseded responses are closed before the backoff sleep. On give-up the last response
-    is returned open, or the last error raised.
+    Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
+    resent once they may have been processed; what the server says it did not process (a connect
+    error, a 429, a 503 with ``Retry-After``) is resent whatever the method. A policy that leaves
+    ``jitter`` unset gets full jitter. Bodies up to `max_replay_body` bytes are buffered so they can
+    be replayed; longer ones are sent once. The server's hints set the least delay (``Retry-After``,
+    ``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows or
+    forbids a retry; a hint beyond the policy's limits returns that response at once. An SDK's
+    ``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK above itself
+    retries (a count of 1 or more right after its failed attempt of the same request, in the same
+    task or thread) is sent once, with a warning. A count that came from elsewhere (forwarded from
+    an inbound request) is ignored (docs/layers.md). Superseded responses are closed before the
+    backoff sleep. On give-up the last response is returned open, or the last error raised.
 
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
@@ -166,6 +171,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         attempt_header: str | None = None,
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
+        profile: Literal["http", "sdk"] = "http",
     ) -> None:
         self._setup(
             transport,
@@ -182,6 +188,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             attempt_header=attempt_header,
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
+            profile=profile,
         )
 
 
@@ -216,6 +223,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         attempt_header: str | None = None,
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
+        profile: Literal["http", "sdk"] = "http",
     ) -> None:
         self._setup(
             transport,
@@ -232,6 +240,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             attempt_header=attempt_header,
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
+            profile=profile,
         )
 
 

@@ -288,7 +288,8 @@ def _labels_table() -> str:
         "the exception class name (`ConnectError`); empty on success; the first "
         f"{names.MAX_ERROR_TYPES}, then `{names.ERROR_TYPE_OVERFLOW}` |",
         f"| `{names.LABEL_CIRCUIT}` | `{names.ATTR_CIRCUIT}` | the breaker's own `name`; "
-        "with `PerTarget`, `<template name>:<target>` |",
+        "with `PerTarget`, and always on a transport (one circuit per host), "
+        "`<template name>:<target>` |",
         f"| `{names.LABEL_CIRCUIT_STATE}` | `{names.ATTR_CIRCUIT_STATE}` | "
         f"{values(names.CIRCUIT_STATES)} |",
         f"| `{names.LABEL_CIRCUIT_PREVIOUS_STATE}` | `{names.ATTR_CIRCUIT_PREVIOUS_STATE}` | "

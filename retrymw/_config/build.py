@@ -1,9 +1,10 @@
 """`RetryConfig`: what `load_config` returns, and the objects it builds from it.
 
 Breakers, budgets, throttles and retriers are stateful, so a config builds one of each per name
-and shares it: ``config.breaker(name)`` is the very circuit ``config.retrier(name)`` and
-``config.transport(name)`` use. The sections hold keyword arguments, checked here against each
-class's signature so that a bad option is an error naming its path.
+and shares it: ``config.breaker(name)`` is the very circuit ``config.retrier(name)`` uses, and
+the template of the per-host circuits every ``config.transport(name)`` shares. The sections
+hold keyword arguments, checked here against each class's signature so that a bad option is an
+error naming its path.
 """
 
 from __future__ import annotations
@@ -128,10 +129,11 @@ class RetryConfig:
         """Return a new `retrymw.httpx.RetryTransport` for policy ``name``.
 
         The transport gets the policy; the breaker, budget and throttle configured under its
-        name (the same objects as `breaker`, `budget`, `throttle` and `retrier` use, so one
-        circuit and one cross-call budget serve both); and every named policy of the config,
-        which a request selects with ``extensions={"retrymw": "other"}``. Each call builds a
-        new transport (it owns a connection pool); build it once per client.
+        name (the same objects as `breaker`, `budget`, `throttle` and `retrier` use: one
+        cross-call budget serves both, and the breaker is the template of the transport's one
+        circuit per host, shared by every transport built for the name); and every named
+        policy of the config, which a request selects with ``extensions={"retrymw": "other"}``.
+        Each call builds a new transport (it owns a connection pool); build it once per client.
 
         Args:
             name: the policy; ``None`` for the defaults.

@@ -42,6 +42,8 @@ class RetryPolicy:
         initial_delay: base of every strategy.
         max_delay: hard cap on every sleep, jitter and server hints included.
         jitter: ``False``; ``True``/``"proportional"``; ``"full"``; ``"equal"``; ``"decorrelated"``.
+            ``None`` (the default) leaves it unset: no jitter for a `Retrier`, the transports'
+            full jitter on an HTTP transport (`with_default_jitter`).
         jitter_factor: width of proportional jitter, in ``[0, 1]``.
         retry_on: matchers (see `Matcher`); empty means any `Exception` but the programming
             errors retrying cannot fix (``NameError``, ``TypeError``, ``AttributeError``...).
@@ -75,6 +77,9 @@ class RetryPolicy:
     on_failure: OnFailure
     fallback: Callable[[BaseException], Any] | None = field(compare=False)
     retry_below: bool = False
+    # Whether ``jitter`` was given (False, a kind...) rather than left unset: provenance, not
+    # data, so neither compared nor shown (`with_default_jitter` reads it).
+    _jitter_given: bool = field(default=True, init=False, compare=False, repr=False)
 
     def __init__(
         self,
@@ -84,7 +89,7 @@ class RetryPolicy:
         backoff: Backoff | str = "exponential",
         initial_delay: DurationLike = 1.0,
         max_delay: DurationLike = 30.0,
-        jitter: bool | str | None = False,
+        jitter: bool | str | None = None,
         jitter_factor: float = 0.3,
         retry_on: Any = None,
         retry_budget: DurationLike | None = None,
@@ -149,6 +154,7 @@ class RetryPolicy:
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
+        object.__setattr__(self, "_jitter_given", jitter is not None)
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with ``changes`` applied and validated like the constructor's arguments.
@@ -156,13 +162,15 @@ class RetryPolicy:
         Raises:
             ConfigError: an unknown field name, or an invalid value.
         """
-        known = {item.name for item in fields(self)}
+        known = {item.name for item in fields(self) if item.init}
         for key, value in changes.items():
             if key not in known:
                 raise ConfigError(key, value, "unknown policy field", "attempts=3")
-        current = {item.name: getattr(self, item.name) for item in fields(self)}
+        current = {name: getattr(self, name) for name in known}
         if changes.get("on_failure", "fallback") != "fallback" and "fallback" not in changes:
             current["fallback"] = None  # leaving "fallback" mode drops the old fallback
+        # Stored ``None`` is "no jitter": given (False) stays given, unset stays unset.
+        current["jitter"] = (self.jitter or False) if self._jitter_given else None
         try:
             return RetryPolicy(**{**current, **changes})
         except ConfigError as error:
@@ -172,6 +180,16 @@ class RetryPolicy:
                 example = f'max_delay="{self.initial_delay:g}s" or more'
                 raise ConfigError("max_delay", changes["max_delay"], problem, example) from None
             raise
+
+    def with_default_jitter(self, kind: JitterKind) -> RetryPolicy:
+        """This policy with ``kind`` jitter if its ``jitter`` was left unset, else itself.
+
+        A context whose default jitters (the HTTP transports: full jitter, so that clients do
+        not retry in lockstep) keeps it under a policy that did not choose its own.
+        """
+        if self._jitter_given:
+            return self
+        return self.replace(jitter=kind)
 
     def delay_for(self, n: int) -> float:
         """Return the capped, un-jittered delay before retry ``n`` (1 after the first failure)."""

@@ -32,7 +32,13 @@ from .._engine.runtime import BodyEnding
 from .flavour import Flavour
 from .limits import cap_phase_timeouts
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
-from .semantics import RETRY_COUNT_HEADER, HttpExchange, format_target
+from .semantics import (
+    HTTP_PROFILE,
+    RETRY_COUNT_HEADER,
+    HttpExchange,
+    HttpProfile,
+    format_target,
+)
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
@@ -111,6 +117,7 @@ class HttpCall(HttpExchange):
         sdk_count: the number the attempts' `RETRY_COUNT_HEADER` counts from, or ``None`` to
             leave the header as it is (absent, or not a count).
         limits: the transport's limits on reading the returned response's body.
+        profile: the transport's `HttpProfile` (which answers let any method be resent).
     """
 
     __slots__ = (
@@ -137,6 +144,7 @@ class HttpCall(HttpExchange):
         *,
         sdk_count: int | None,
         limits: BodyLimits = NO_LIMITS,
+        profile: HttpProfile = HTTP_PROFILE,
     ) -> None:
         clock = retrier.clock
         super().__init__(
@@ -145,6 +153,7 @@ class HttpCall(HttpExchange):
             replayable=replayable,
             never_sent=flavour.never_sent,
             attempts_key=ATTEMPTS_EXTENSION,
+            profile=profile,
         )
         self.retrier = retrier
         self.request = request

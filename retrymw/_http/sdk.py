@@ -20,6 +20,11 @@ own attempts from 0.
 
 Nothing here depends on the companion being installed; with it, a count left over from an
 earlier request served by the same thread can never match.
+
+An SDK's retries never run past the first call's deadline: the SDK call's time starts when its
+first request (count 0, or a count from elsewhere) arrives, under that request's policy
+``deadline``; each SDK retry keeps that expiry (`SdkAttempt.expires`). The transport runs a
+retry with what is left of it and refuses one that arrives out of time (docs/sdks.md).
 """
 
 from __future__ import annotations
@@ -64,11 +69,19 @@ class SdkAttempt:
         count: the count it arrived with.
         sdk_retry: the SDK above the transport is retrying this request (run it once).
         start: the number the transport's attempts count from (sent as the header).
+        expires: when the SDK call it belongs to is out of time (clock seconds): the deadline
+            of the call's first request, as the transport received it; ``None`` for no deadline.
     """
 
     count: int
     sdk_retry: bool
     start: int
+    expires: float | None = None
+
+    def time_left(self, now: float) -> float | None:
+        """Seconds left to the SDK call's deadline at ``now`` (0 or less: out of time), or
+        ``None`` when the call has none."""
+        return None if self.expires is None else self.expires - now
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +93,7 @@ class _Failed:
     method: str
     url: Any
     count: int
+    expires: float | None
 
 
 # Per task or thread, like the request served (`retrymw.server`): module-level, as ContextVar
@@ -100,8 +114,14 @@ class SdkAttempts:
     def __init__(self) -> None:
         self._warned = False
 
-    def arrived(self, request: Any, value: str | None) -> SdkAttempt | None:
-        """Classify the count ``value`` (the header as it arrived); ``None`` if not a count."""
+    def arrived(
+        self, request: Any, value: str | None, now: float, deadline: float | None
+    ) -> SdkAttempt | None:
+        """Classify the count ``value`` (the header as it arrived); ``None`` if not a count.
+
+        ``now`` and the request's policy ``deadline`` start the time of an SDK call at its
+        first request; the SDK's retries of it keep that call's expiry.
+        """
         count = parse_count(value)
         if count is None:
             return None
@@ -117,8 +137,9 @@ class SdkAttempts:
             and last.method == request.method
             and last.url == request.url
         )
-        if not sdk_retry:  # not the SDK's: the attempts are numbered from 0, ours alone
-            return SdkAttempt(count=count, sdk_retry=False, start=0)
+        if not sdk_retry or last is None:  # not the SDK's: numbered from 0, ours alone
+            expires = None if deadline is None else now + deadline
+            return SdkAttempt(count=count, sdk_retry=False, start=0, expires=expires)
         if not self._warned:
             self._warned = True
             logger.warning(
@@ -128,8 +149,9 @@ class SdkAttempts:
                 RETRY_COUNT_HEADER,
                 count,
             )
-        # The SDK's earlier attempts happened: its count goes on from there.
-        return SdkAttempt(count=count, sdk_retry=True, start=count)
+        # The SDK's earlier attempts happened: its count goes on from there, within the time
+        # of the call they belong to.
+        return SdkAttempt(count=count, sdk_retry=True, start=count, expires=last.expires)
 
     def ended(self, request: Any, attempt: SdkAttempt, response: Any) -> None:
         """Record how a counted request ended: ``response``, or ``None`` if it raised.
@@ -145,5 +167,6 @@ class SdkAttempts:
                 method=request.method,
                 url=request.url,
                 count=attempt.count,
+                expires=attempt.expires,
             )
         )

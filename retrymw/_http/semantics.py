@@ -9,6 +9,7 @@ rate-limit resets...) are read by `hints`, whose `parse_retry_after` is re-expor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._core.clock import Clock
@@ -23,6 +24,7 @@ from .hints import NO_HINTS, WHITESPACE, parse_retry_after, read_hints, should_r
 
 __all__ = [
     "HELPER_EXTENSION",
+    "HTTP_PROFILE",
     "HTTP_RETRY_ON",
     "IDEMPOTENCY_KEY_HEADER",
     "IDEMPOTENT_METHODS",
@@ -31,15 +33,19 @@ __all__ = [
     "REPLAY_LIMIT",
     "RETRYABLE_STATUSES",
     "RETRY_COUNT_HEADER",
+    "SDK_PROFILE",
+    "SDK_RETRY_ON",
     "sdk_retry_count",
     "SERVER_SAYS_RETRY",
     "HttpExchange",
+    "HttpProfile",
     "PolicyResolver",
     "attempt_limit",
     "content_length",
     "cut_timeouts",
     "format_target",
     "http_policy",
+    "http_profile",
     "is_idempotent",
     "parse_retry_after",
 ]
@@ -109,6 +115,81 @@ def _http_retry_on() -> Matcher:
 HTTP_RETRY_ON = _http_retry_on()
 
 
+#: What the OpenAI and Anthropic SDKs retry (their ``_should_retry``): 408, 409, 429 and every
+#: status from 500, connection errors and timeouts; plus ``x-should-retry: true``.
+def _sdk_retry_on() -> Matcher:
+    matcher = compile_matcher([on_status(408, 409, 429, *range(500, 600)), "timeout", "network"])
+    if matcher is None:  # pragma: no cover - a non-empty list always compiles to a matcher
+        raise AssertionError("SDK_RETRY_ON")
+    return matcher | SERVER_SAYS_RETRY
+
+
+SDK_RETRY_ON = _sdk_retry_on()
+
+
+@dataclass(frozen=True, slots=True)
+class HttpProfile:
+    """The HTTP rules a transport applies: what it retries when its policy does not say, and
+    which answers let it resend a request whatever its method.
+
+    A request that may have been processed is resent only when it is idempotent (its method,
+    or an ``Idempotency-Key``); an answer saying it was *not* processed lets any method be
+    resent (RFC 9110 §9.2.2, §10.2.3, §15.6.4; RFC 6585 §4). See docs/http.md.
+
+    Attributes:
+        name: ``"http"`` or ``"sdk"``, as the transports' ``profile=`` takes it.
+        retry_on: the ``retry_on`` of a policy that has none.
+        unprocessed: statuses after which any method may be resent.
+        unprocessed_with_retry_after: statuses after which any method may be resent when they
+            carry ``Retry-After`` (or the providers' ``retry-after-ms``).
+    """
+
+    name: str
+    retry_on: Matcher
+    unprocessed: frozenset[int]
+    unprocessed_with_retry_after: frozenset[int]
+
+    def policy(self, policy: RetryPolicy | None = None) -> RetryPolicy:
+        """`http_policy`, with this profile's ``retry_on`` for a policy that has none."""
+        ready = http_policy(policy)
+        if self.retry_on is HTTP_RETRY_ON or (policy is not None and policy.retry_on is not None):
+            return ready
+        return ready.replace(retry_on=self.retry_on)
+
+    def says_unprocessed(self, status: int, headers: Any) -> bool:
+        """Whether a response of ``status`` with ``headers`` says the request was not processed."""
+        if status in self.unprocessed:
+            return True
+        return status in self.unprocessed_with_retry_after and (
+            "retry-after" in headers or "retry-after-ms" in headers
+        )
+
+
+#: The transports' default: a 429 (Too Many Requests: refused before processing, RFC 6585 §4),
+#: a 503 with ``Retry-After`` (the server asks for the request again later, RFC 9110 §15.6.4)
+#: and connect errors are resent whatever the method.
+HTTP_PROFILE = HttpProfile("http", HTTP_RETRY_ON, frozenset({429}), frozenset({503}))
+#: For the OpenAI and Anthropic SDKs with ``max_retries=0`` (docs/sdks.md): what the SDKs retry
+#: (`SDK_RETRY_ON`), resent whatever the method, as the SDKs do and as both providers' retry
+#: guidance says. A read timeout or a reset after sending is still not resent.
+SDK_PROFILE = HttpProfile(
+    "sdk", SDK_RETRY_ON, frozenset({408, 409, 429, *range(500, 600)}), frozenset()
+)
+PROFILES = {profile.name: profile for profile in (HTTP_PROFILE, SDK_PROFILE)}
+
+
+def http_profile(value: object) -> HttpProfile:
+    """The profile named ``value`` (``"http"``, ``"sdk"``).
+
+    Raises:
+        ConfigError: another value.
+    """
+    profile = PROFILES.get(value) if isinstance(value, str) else None
+    if profile is None:
+        raise ConfigError("profile", value, 'must be "http" or "sdk"', 'profile="sdk"')
+    return profile
+
+
 def _honours_server(matcher: Matcher) -> bool:
     # Matchers compare by how they were built; an "any" keeps its parts (see `any_of`).
     return matcher == SERVER_SAYS_RETRY or SERVER_SAYS_RETRY in getattr(matcher, "_parts", ())
@@ -151,6 +232,9 @@ def http_policy(policy: RetryPolicy | None = None) -> RetryPolicy:
             "a transport must return a response or raise; use raise or fallback",
             '"raise"',
         )
+    # An explicit policy keeps the transport's full jitter unless it set its own: otherwise
+    # every client retries in lockstep, exactly 1 s and 2 s after a shared failure.
+    policy = policy.with_default_jitter("full")
     if policy.retry_on is None:
         return policy.replace(retry_on=HTTP_RETRY_ON)
     if not _honours_server(policy.retry_on):
@@ -165,8 +249,9 @@ class PolicyResolver:
     """Turns ``request.extensions["retrymw"]`` into a `RetryPolicy`, caching what it builds.
 
     Args:
-        default: the transport's policy (already passed through `http_policy`).
+        default: the transport's policy (already passed through ``profile.policy``).
         policies: named policies a request may select by name.
+        profile: the transport's `HttpProfile` (the ``retry_on`` of a policy without one).
 
     Raises:
         ConfigError: ``policies`` is not a mapping of names to `RetryPolicy`.
@@ -178,15 +263,19 @@ class PolicyResolver:
     `MAX_POLICY_NAMES` new ones (process-wide), an override runs under the name ``_other``.
     """
 
-    __slots__ = ("_cache", "_known", "default", "policies")
+    __slots__ = ("_cache", "_known", "default", "policies", "profile")
 
     #: At most this many distinct overrides are cached; more are rebuilt on every request.
     MAX_CACHED = 256
 
     def __init__(
-        self, default: RetryPolicy, policies: Mapping[str, RetryPolicy] | None = None
+        self,
+        default: RetryPolicy,
+        policies: Mapping[str, RetryPolicy] | None = None,
+        profile: HttpProfile = HTTP_PROFILE,
     ) -> None:
         self.default = default
+        self.profile = profile
         resolved: dict[str, RetryPolicy] = {}
         if policies is None:
             policies = {}
@@ -201,7 +290,7 @@ class PolicyResolver:
                 raise ConfigError(
                     f"policies.{name}", policy, "must be a RetryPolicy", "RetryPolicy(attempts=5)"
                 )
-            resolved[name] = http_policy(policy)
+            resolved[name] = profile.policy(policy)
         self.policies = resolved
         self._known = {default.name, *(policy.name for policy in resolved.values())}
         self._cache: dict[Any, tuple[object, RetryPolicy]] = {}
@@ -231,6 +320,7 @@ class PolicyResolver:
                 override.retry_on is not None
                 and _honours_server(override.retry_on)
                 and override.on_failure != "continue"
+                and override.with_default_jitter("full") is override
                 and self._admits(override.name)
             ):
                 return override
@@ -273,7 +363,7 @@ class PolicyResolver:
 
     def _build(self, override: RetryPolicy | dict[str, Any]) -> RetryPolicy:
         if isinstance(override, RetryPolicy):
-            policy = http_policy(override)
+            policy = self.profile.policy(override)
         else:
             try:
                 policy = http_policy(self.default.replace(**override))
@@ -342,6 +432,8 @@ class HttpExchange:
         never_sent: error types proving that no byte reached the server (connect errors): they
             are retried for every method.
         attempts_key: the ``response.extensions`` key for the attempt number.
+        profile: which answers say the request was not processed (`HttpProfile`): those are
+            resent whatever the method.
     """
 
     __slots__ = (
@@ -349,6 +441,7 @@ class HttpExchange:
         "_clock",
         "_latest",
         "_never_sent",
+        "_profile",
         "_veto_sent",
         "_veto_unsent",
     )
@@ -361,9 +454,11 @@ class HttpExchange:
         replayable: bool,
         never_sent: tuple[type[Exception], ...],
         attempts_key: str,
+        profile: HttpProfile = HTTP_PROFILE,
     ) -> None:
         self._clock = clock
         self._never_sent = never_sent
+        self._profile = profile
         self._attempts_key = attempts_key
         self._latest: Any = None
         idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
@@ -385,14 +480,16 @@ class HttpExchange:
             return Outcome(
                 attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
             )
-        hints = read_hints(result.headers, status, self._clock.wall())
+        headers = result.headers
+        veto = self._veto_sent
+        if veto != self._veto_unsent and self._profile.says_unprocessed(status, headers):
+            veto = self._veto_unsent  # the server says it did not process it: any method
+        hints = read_hints(headers, status, self._clock.wall())
         if hints is NO_HINTS:
             return Outcome(
-                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
+                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=veto
             )
-        said_no: RetryReason | None = (
-            "server_said_no" if hints.should_retry is False else self._veto_sent
-        )
+        said_no: RetryReason | None = "server_said_no" if hints.should_retry is False else veto
         return Outcome(
             attempt=attempt,
             elapsed=elapsed,

@@ -10,6 +10,7 @@ drive.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -25,6 +26,7 @@ from .._engine.retrier_args import default_budget
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
+from .hosts import per_host
 from .limits import bound_transport
 from .responses import NO_LIMITS, BodyLimits
 from .sdk import SdkAttempt, SdkAttempts
@@ -34,7 +36,7 @@ from .semantics import (
     POLICY_EXTENSION,
     REPLAY_LIMIT,
     PolicyResolver,
-    http_policy,
+    http_profile,
     sdk_retry_count,
 )
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from ..stores import Store
 
 __all__ = ["AsyncShell", "SyncShell", "TransportCore"]
+
+logger = logging.getLogger("retrymw")
 
 A = TypeVar("A", bound="AsyncShell")
 S = TypeVar("S", bound="SyncShell")
@@ -54,7 +58,7 @@ class TransportCore:
     The protection arguments are turned into the `Retrier`'s here, and nowhere else.
     """
 
-    __slots__ = ("attempt_header", "flavour", "resolver", "retrier", "sdk")
+    __slots__ = ("attempt_header", "flavour", "profile", "resolver", "retrier", "sdk")
 
     def __init__(
         self,
@@ -69,16 +73,18 @@ class TransportCore:
         store: Store | None = None,
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
+        profile: str = "http",
     ) -> None:
         self.attempt_header = _check_attempt_header(attempt_header)
         self.flavour = flavour
-        self.resolver = PolicyResolver(http_policy(policy), policies)
+        self.profile = http_profile(profile)
+        self.resolver = PolicyResolver(self.profile.policy(policy), policies, self.profile)
         if budget is _DEFAULT:
             # One budget per host: a dead host's retries must not spend a healthy one's.
             budget = default_budget(clock if clock is not None else SYSTEM_CLOCK, per_target=True)
         self.retrier = Retrier(
             self.resolver.default,
-            breaker=breaker,
+            breaker=per_host(breaker),  # one circuit per host, whatever breaker is given
             budget=budget,
             throttle=throttle,
             instruments=instruments,
@@ -111,7 +117,9 @@ class TransportCore:
 
         A request that is the SDK above this transport retrying (`SdkAttempts.arrived`: its
         count is 1 or more and follows the SDK's failed attempt of the same request, sent
-        here) runs once (``attempts=1``), so that the attempts do not multiply. A count that
+        here) runs once (``attempts=1``), so that the attempts do not multiply, and within
+        what is left of the deadline of the SDK call's first request; out of time, it is
+        refused (`AttemptTimeoutError`) without being sent. A count that
         arrived from elsewhere (forwarded from an inbound request) is not trusted: the request
         runs under its policy, its attempts numbered from 0.
         """
@@ -130,10 +138,29 @@ class TransportCore:
         value = sdk_retry_count(request.headers)
         if value is None:
             return policy, None
-        count = self.sdk.arrived(request, value)
-        if count is not None and count.sdk_retry:
+        now = self.retrier.clock.now()
+        count = self.sdk.arrived(request, value, now, policy.deadline)
+        if count is None or not count.sdk_retry:
+            return policy, count
+        left = count.time_left(now)
+        if left is None:
             return self.resolver.once(policy), count
-        return policy, count
+        if left <= 0:
+            self.sdk.ended(request, count, None)  # the SDK's next retry is refused too
+            raise self._out_of_time(request, policy)
+        # The SDK's retry runs once, within what is left of the call it belongs to.
+        return policy.replace(attempts=1, deadline=left), count
+
+    def _out_of_time(self, request: Any, policy: RetryPolicy) -> Exception:
+        """The error refusing an SDK retry that arrives after its call's deadline: the
+        flavour's ``AttemptTimeoutError`` (a ``TimeoutException``), so the SDK raises its
+        timeout error once its own retries are spent; nothing is sent."""
+        message = (
+            f"not sent: the SDK retried a call whose deadline (policy {policy.name!r}) has "
+            "passed; create the SDK client with max_retries=0"
+        )
+        logger.warning("%s %s: %s", request.method, request.url.host, message)
+        return self.flavour.attempt_timeout(message, request=request)
 
     def call(
         self,
@@ -154,6 +181,7 @@ class TransportCore:
             self.attempt_header,
             sdk_count=None if count is None else count.start,
             limits=limits,
+            profile=self.profile,
         )
 
     def describe(self, kind: str, transport: object) -> str:

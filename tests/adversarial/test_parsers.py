@@ -213,7 +213,7 @@ async def _retried_call(headers: dict[str, str]) -> tuple[list[float], list[Retr
     clock, recorder = FakeClock(), RecordingInstrument()
     transport = AsyncRetryTransport(
         httpx.MockTransport(_TooManyThenOk(headers)),
-        policy=RetryPolicy(deadline=1.0, initial_delay=0.1),
+        policy=RetryPolicy(deadline=1.0, initial_delay=0.1, jitter=False),
         clock=clock,
         instruments=(recorder,),
         budget=None,

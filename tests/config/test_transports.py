@@ -124,10 +124,14 @@ def test_the_transport_shares_the_configured_budget(config: RetryConfig) -> None
 
 
 def test_the_transport_uses_the_configured_breaker(config: RetryConfig) -> None:
-    """The breaker configured for the policy is the very circuit the transport opens."""
+    """The breaker configured for the policy is the template of the transport's per-host
+    circuits (DESIGN §15), shared by every transport the config builds for the name."""
     sent: list[int] = []
     transport = config.transport("payments", httpx.MockTransport(failing(sent)))
-    assert transport.retrier.breaker is config.breaker("payments")
+    circuits = transport.retrier.breaker
+    assert isinstance(circuits, PerTarget)
+    assert circuits.template is config.breaker("payments")
+    assert config.transport("payments").retrier.breaker is circuits
     with instant(), httpx.Client(transport=transport) as client:
         assert client.get("http://127.0.0.1/").status_code == 503  # 4 failed attempts
         # failure_threshold 5: the fifth failure opens the host's circuit mid-call ...
@@ -137,7 +141,10 @@ def test_the_transport_uses_the_configured_breaker(config: RetryConfig) -> None:
         with pytest.raises(TransportCircuitOpenError):
             client.get("http://127.0.0.1/")
     assert len(sent) == 5
-    assert config.breaker("payments").statistics().state == "open"
+    circuit = circuits.get("127.0.0.1")
+    assert circuit is not None
+    assert circuit.statistics().state == "open"
+    assert circuit.name == "payments:127.0.0.1"
 
 
 def test_a_policy_without_protection_gets_the_transport_defaults(config: RetryConfig) -> None:

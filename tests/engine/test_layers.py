@@ -311,7 +311,7 @@ async def test_the_transports_own_give_up_error_keeps_the_mark(clock: FakeClock)
 
     transport = AsyncRetryTransport(
         httpx.MockTransport(refuse),
-        policy=RetryPolicy(retry_budget="1.5s"),
+        policy=RetryPolicy(retry_budget="1.5s", jitter=False),
         clock=clock,
         budget=None,
     )

@@ -126,7 +126,8 @@ def async_client(
     )
     transport = AsyncRetryTransport(
         inner,
-        policy=RetryPolicy(**fields) if fields else None,
+        # Unjittered unless a test asks: the delays asserted are the policy's own.
+        policy=RetryPolicy(**{"jitter": False, **fields}) if fields else None,
         clock=clock,
         instruments=(recorder,) if recorder else (),
         budget=None,
@@ -144,7 +145,8 @@ def sync_client(
     inner = handler if isinstance(handler, httpx.BaseTransport) else httpx.MockTransport(handler)
     transport = RetryTransport(
         inner,
-        policy=RetryPolicy(**fields) if fields else None,
+        # Unjittered unless a test asks: the delays asserted are the policy's own.
+        policy=RetryPolicy(**{"jitter": False, **fields}) if fields else None,
         clock=clock,
         instruments=(recorder,) if recorder else (),
         budget=None,
@@ -817,7 +819,9 @@ def test_sync_budget_exhausted_is_an_httpx_transport_error() -> None:
 
 async def test_helpers_raise_httpx_compatible_give_up_errors(clock: FakeClock) -> None:
     """request() and request_sync() translate the engine's errors like the transports."""
-    retrier = Retrier(RetryPolicy(retry_budget=1.5), clock=clock, instruments=(), budget=None)
+    retrier = Retrier(
+        RetryPolicy(retry_budget=1.5, jitter=False), clock=clock, instruments=(), budget=None
+    )
     transport = httpx.MockTransport(Script(httpx.ConnectError))
     async with httpx.AsyncClient(transport=transport) as client:
         with pytest.raises(TransportRetryBudgetExhausted):
@@ -1014,7 +1018,7 @@ async def test_transport_cannot_retry_body_phase_errors_but_the_helper_can(
     async with async_client(body_phase_script(), clock) as client:
         with pytest.raises(httpx.ReadError):
             await client.get(URL)
-    retrier = Retrier(clock=clock, instruments=(), budget=None)
+    retrier = Retrier(RetryPolicy(jitter=False), clock=clock, instruments=(), budget=None)
     script = body_phase_script()
     async with httpx.AsyncClient(transport=httpx.MockTransport(script)) as client:
         response = await request(client, "GET", URL, retrier=retrier)
@@ -1025,7 +1029,7 @@ async def test_transport_cannot_retry_body_phase_errors_but_the_helper_can(
 def test_sync_helper_retries_body_phase_errors() -> None:
     """request_sync() retries an exchange whose body fails half-way."""
     clock = FakeClock()
-    retrier = Retrier(clock=clock, instruments=(), budget=None)
+    retrier = Retrier(RetryPolicy(jitter=False), clock=clock, instruments=(), budget=None)
     with httpx.Client(transport=httpx.MockTransport(body_phase_script())) as client:
         response = request_sync(client, "GET", URL, retrier=retrier, params={"q": "1"})
     assert (response.content, response.extensions[ATTEMPTS_EXTENSION]) == (b"whole", 2)
@@ -1045,7 +1049,7 @@ async def test_helper_refuses_a_client_that_already_retries(clock: FakeClock) ->
 
 async def test_helper_keeps_post_idempotency_rules(clock: FakeClock) -> None:
     """request() sends a POST once on a 503, and twice with an Idempotency-Key."""
-    retrier = Retrier(clock=clock, instruments=(), budget=None)
+    retrier = Retrier(RetryPolicy(jitter=False), clock=clock, instruments=(), budget=None)
     script = Script(503, 503, 200)
     async with httpx.AsyncClient(transport=httpx.MockTransport(script)) as client:
         response = await request(client, "POST", URL, content=b"x", retrier=retrier)
@@ -1228,7 +1232,7 @@ async def test_server_truncated_body_is_retried_by_the_helper(
     async with async_client(httpx.AsyncHTTPTransport(), clock) as client:
         with pytest.raises(httpx.RemoteProtocolError):
             await client.get(url)
-    retrier = Retrier(clock=clock, instruments=(), budget=None)
+    retrier = Retrier(RetryPolicy(jitter=False), clock=clock, instruments=(), budget=None)
     url = server.script(Step(200, body=b"partial", truncate=True), Step(200, body=b"whole"))
     async with httpx.AsyncClient() as client:
         response = await request(client, "GET", url, retrier=retrier)
@@ -1270,10 +1274,14 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
         instruments=(),
     )
 
+    circuits = transport.retrier.breaker
+    assert isinstance(circuits, PerTarget)
+
     def other_callers_fail() -> None:
-        while breaker.state == "closed":  # the breaker given is the one in use
-            assert breaker.allow_request()
-            breaker.record_failure()
+        circuit = circuits.for_target("example.com")  # the host's circuit, from the template
+        while circuit.state == "closed":
+            assert circuit.allow_request()
+            circuit.record_failure()
 
     clock.trip = other_callers_fail
     with httpx.Client(transport=transport) as client, pytest.raises(TransportCircuitOpenError):

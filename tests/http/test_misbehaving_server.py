@@ -177,7 +177,10 @@ def test_sync_slow_superseded_body_without_limits_is_capped(
     clock = FakeClock()
     url = server.script(step, 200)
     transport = RetryTransport(
-        policy=RetryPolicy(attempts=2, initial_delay=5), clock=clock, instruments=(), budget=None
+        policy=RetryPolicy(attempts=2, initial_delay=5, jitter=False),
+        clock=clock,
+        instruments=(),
+        budget=None,
     )
     with httpx.Client(transport=transport) as client, Stopwatch() as watch:
         response = client.get(url)

@@ -216,10 +216,11 @@ async def run_http_scenario(
     upstream = Upstream(
         clock, _HTTP_SCRIPTS[name], "3600" if name == "retry_after_too_long" else None
     )
-    policy = RetryPolicy(name=POLICY, attempts=3)
+    # jitter=False: the series and spans asserted carry the policy's own delays.
+    policy = RetryPolicy(name=POLICY, attempts=3, jitter=False)
     kw: dict[str, Any] = {"budget": RetryBudget(clock=clock)}
     if name == "budget_exhausted":
-        policy = RetryPolicy(name=POLICY, attempts=5, retry_budget=2)
+        policy = RetryPolicy(name=POLICY, attempts=5, retry_budget=2, jitter=False)
     elif name == "throttled":
         kw["budget"] = RetryBudget(min_capacity=0, clock=clock)
     elif name == "circuit_open":

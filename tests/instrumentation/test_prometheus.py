@@ -131,7 +131,9 @@ def expected(scenario: str, t: str, error: str, tokens: float) -> Series:
     def budget(tokens: float) -> Series:
         return {("retrymw_retry_budget_available", P, t): tokens}
 
-    circuit = "db"  # the breaker is used as given: its own name, no ":<target>" suffix
+    # A Retrier uses the breaker as given (its own name); a transport keeps one circuit per
+    # host, named "<name>:<host>" (DESIGN §15).
+    circuit = "db:api.test" if t == HTTP_TARGET else "db"
     return {
         "success_first_try": {
             **call("success", 0.25, 1),

@@ -60,11 +60,14 @@ async def test_a_held_breaker_is_the_live_state_through_a_retrier(clock: FakeClo
     ]
 
 
-def test_a_held_breaker_is_the_live_state_through_a_transport() -> None:
-    """One CircuitBreaker given to a transport is one circuit for every host, read live."""
+def test_a_held_breaker_is_the_template_of_a_transports_circuits() -> None:
+    """A CircuitBreaker given to a transport is the template of one circuit per host
+    (DESIGN §15): its listeners hear each host's circuit, named "<name>:<host>"; read the live
+    state from ``transport.retrier.breaker`` (the `PerTarget`)."""
     clock = FakeClock()
     breaker = tripping_breaker(clock, "api")
     seen: list[str] = []
+    breaker.add_listener(lambda event: seen.append(f"{event.circuit} {event.state}"))
     transport = RetryTransport(
         httpx.MockTransport(lambda request: httpx.Response(503)),
         policy=RetryPolicy(attempts=2, initial_delay=0),
@@ -72,18 +75,23 @@ def test_a_held_breaker_is_the_live_state_through_a_transport() -> None:
         clock=clock,
         instruments=(),
     )
-    breaker.add_listener(lambda event: seen.append(event.state))
+    circuits = transport.retrier.breaker
+    assert isinstance(circuits, PerTarget)
+    assert circuits.template is breaker
     with httpx.Client(transport=transport) as client:
         assert client.get("http://a.test/").status_code == 503
-        assert breaker.statistics().state == "open"
+        assert client.get("http://b.test/").status_code == 503  # b's own circuit: sent
         with pytest.raises(httpx.TransportError):
-            client.get("http://b.test/")  # the same circuit: every host is refused
-    assert seen == ["open"]
-    assert breaker.statistics().rejected == 1
+            client.get("http://a.test/")  # a's circuit is open
+    assert seen == ["api:a.test open", "api:b.test open"]
+    assert [circuits.for_target(target).state for target in circuits] == ["open", "open"]
+    assert sorted(circuits) == ["a.test", "b.test"]
+    assert breaker.statistics().state == "closed"  # the template itself is never used
 
 
 def test_a_held_breaker_is_the_live_state_through_a_config() -> None:
-    """config.breaker(name) is the circuit config.retrier(name) and config.transport(name) use."""
+    """config.breaker(name) is the circuit config.retrier(name) uses, and the template of
+    config.transport(name)'s per-host circuits."""
     config = load_config(
         {
             "policies": {"payments": {"attempts": 2, "delay": "0s", "backoff": "fixed"}},
@@ -111,9 +119,11 @@ def test_a_held_breaker_is_the_live_state_through_a_config() -> None:
         refund()
     assert breaker.statistics().state == "open"
     transport = config.transport("payments", httpx.MockTransport(lambda r: httpx.Response(200)))
-    assert transport.retrier.breaker is breaker
-    with httpx.Client(transport=transport) as client, pytest.raises(httpx.TransportError):
-        client.get("http://127.0.0.1/")
+    circuits = transport.retrier.breaker  # the transport's: one circuit per host (§15)
+    assert isinstance(circuits, PerTarget)
+    assert circuits.template is breaker
+    with httpx.Client(transport=transport) as client:
+        assert client.get("http://127.0.0.1/").status_code == 200
     assert seen == ["open"]
 
 

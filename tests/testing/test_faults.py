@@ -30,7 +30,7 @@ URL = "http://upstream.test/items"
 def _retrying(
     faults: object, clock: FakeClock, recorder: Recorder, **fields: object
 ) -> AsyncRetryTransport:
-    policy = RetryPolicy(**{"attempts": 3, "initial_delay": 1.0, **fields})  # type: ignore[arg-type]
+    policy = RetryPolicy(**{"attempts": 3, "initial_delay": 1.0, "jitter": False, **fields})  # type: ignore[arg-type]
     return AsyncRetryTransport(faults, policy=policy, clock=clock, instruments=(recorder,))  # type: ignore[arg-type]
 
 
@@ -142,7 +142,7 @@ def test_the_sync_path_meets_the_same_faults() -> None:
         clock=clock,
     )
     retrying = RetryTransport(
-        faults, policy=RetryPolicy(attempts=3), clock=clock, instruments=(recorder,)
+        faults, policy=RetryPolicy(attempts=3, jitter=False), clock=clock, instruments=(recorder,)
     )
     with (
         httpx.Client(transport=retrying) as client,
@@ -251,7 +251,7 @@ async def test_the_httpx2_retry_transport_over_httpx2_faults() -> None:
     clock, recorder = FakeClock(), Recorder()
     faults = testing_httpx2.FaultTransport(script=["connect_error", 503], clock=clock)
     transport = Httpx2RetryTransport(
-        faults, policy=RetryPolicy(attempts=3), clock=clock, instruments=(recorder,)
+        faults, policy=RetryPolicy(attempts=3, jitter=False), clock=clock, instruments=(recorder,)
     )
     async with httpx2.AsyncClient(transport=transport) as client:
         assert (await client.get(URL)).status_code == 200

@@ -119,7 +119,8 @@ async def test_recorder_explains_a_failed_assertion(retrymw_instant, retrymw_rec
 @MARK
 async def test_fault_transport_under_the_clock(retrymw_clock, retrymw_recorder):
     faults = FaultTransport(script=[503, "reset", 200], latency=0.25)
-    transport = AsyncRetryTransport(faults, policy=RetryPolicy(attempts=3, initial_delay=1.0))
+    policy = RetryPolicy(attempts=3, initial_delay=1.0, jitter=False)
+    transport = AsyncRetryTransport(faults, policy=policy)
     async with httpx.AsyncClient(transport=transport) as client:
         response = await client.get("http://upstream.test/items")
     assert response.status_code == 200

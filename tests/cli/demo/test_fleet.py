@@ -132,9 +132,11 @@ def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
             keys = {key if isinstance(key, str) else key.decode() for key in found}
         finally:
             client.close()
-    # The breaker is shared under its name, the host's budget under its policy and host:port
-    # (each part of a key percent-encoded: the ":" of host:port is %3A).
-    assert any(re.fullmatch(r"retrymw:\{demo\}:breaker:upstream:.*", key) for key in keys), keys
+    # The host's circuit is shared under its name (upstream:<host:port>, a transport keeps one
+    # per host) and host, the host's budget under its policy and host:port (each part of a key
+    # percent-encoded: the ":" of host:port is %3A).
+    circuit = r"retrymw:\{demo\}:breaker:upstream%3A127\.0\.0\.1%3A\d+:127\.0\.0\.1%3A\d+"
+    assert any(re.fullmatch(circuit, key) for key in keys), keys
     budget = r"retrymw:\{demo\}:budget:[^:]+:127\.0\.0\.1%3A\d+"
     assert any(re.fullmatch(budget, key) for key in keys), keys
 

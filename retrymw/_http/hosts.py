@@ -1,0 +1,42 @@
+"""One circuit per host on a transport, whatever breaker it is given.
+
+A transport talks to many hosts, and one circuit shared by them all turns one dead host into
+refused calls to every healthy one (and a dead host between healthy ones may never trip it).
+So a plain `CircuitBreaker` given to a transport is the template of one circuit per host, as
+``PerTarget(CircuitBreaker(...))`` is (DESIGN §15): each host's circuit is named
+``"<name>:<host>"`` in every event and metric. A `PerTarget` is used as it is.
+
+The same template given to several transports (``config.transport(name)`` builds one per call)
+gives them the same per-host circuits, as the same breaker given to them did before: the
+scoping is remembered per template while a transport holds it.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .._core.forks import ForkSafeLock
+from .._engine.retrier_args import BreakerArg
+from .._protect.breaker import CircuitBreaker
+from .._protect.targets import PerTarget
+
+__all__ = ["per_host"]
+
+# Template id → its per-host circuits, alive while a transport holds them; read at construction
+# only. The value holds its template, so an id is never reused while its entry lives.
+_SCOPED: weakref.WeakValueDictionary[int, PerTarget[CircuitBreaker]] = weakref.WeakValueDictionary()
+_LOCK = ForkSafeLock()
+
+
+def per_host(breaker: BreakerArg) -> BreakerArg:
+    """``breaker`` as a transport uses it: a plain `CircuitBreaker` becomes the template of one
+    circuit per host (the same `PerTarget` for every transport given that breaker); a
+    `PerTarget` or ``None`` is returned as it is."""
+    if not isinstance(breaker, CircuitBreaker):
+        return breaker
+    with _LOCK:
+        scoped = _SCOPED.get(id(breaker))
+        if scoped is None or scoped.template is not breaker:
+            scoped = PerTarget(breaker)
+            _SCOPED[id(breaker)] = scoped
+    return scoped
