@@ -256,9 +256,18 @@ class DemoRun:
         from ...fleet import RedisFleet
 
         self.fleet = RedisFleet(self.args.redis, namespace="demo")
-        self.console.line(
-            f"fleet: budget, breaker and throttle shared on {redact_url(self.args.redis)}"
-        )
+        built = self.protection
+        shared = [
+            kind
+            for kind, one in (
+                ("budget", built.budget),
+                ("breaker", built.breaker),
+                ("throttle", built.throttle),
+            )
+            if one is not None
+        ]
+        what = " and ".join([", ".join(shared[:-1]), shared[-1]] if len(shared) > 1 else shared)
+        self.console.line(f"fleet: {what or 'nothing'} shared on {redact_url(self.args.redis)}")
         return self.fleet
 
     def _load_line(self, policy: Any) -> str:
