@@ -113,7 +113,8 @@ def test_fleet_wants_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
-    """``retrymw demo --redis URL`` (the compose replicas): its budget and breaker live there."""
+    """``retrymw demo --redis URL`` (the compose replicas): its budget and breaker (one of each
+    per host, the default setup) live there."""
     import redis
 
     with redis_server(tmp_path) as server:
@@ -134,7 +135,9 @@ def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
             client.close()
     # The breaker is shared under its name, the host's budget under its policy and host:port
     # (each part of a key percent-encoded: the ":" of host:port is %3A).
-    assert any(re.fullmatch(r"retrymw:\{demo\}:breaker:upstream:.*", key) for key in keys), keys
+    # The demo's breaker is one per host: its clone is named upstream:HOST:PORT.
+    breaker = r"retrymw:\{demo\}:breaker:upstream%3A127\.0\.0\.1%3A\d+:127\.0\.0\.1%3A\d+"
+    assert any(re.fullmatch(breaker, key) for key in keys), keys
     budget = r"retrymw:\{demo\}:budget:[^:]+:127\.0\.0\.1%3A\d+"
     assert any(re.fullmatch(budget, key) for key in keys), keys
 
