@@ -47,8 +47,8 @@ table: calls, attempts, amplification, outcomes, the calls the protection refuse
 upstream was up (its price) and while it was down, breaker transitions and latency.
 
 The default script: 10% 5xx, 3% 429 with Retry-After, ~20ms latency, and an outage from 6s
-to 11s, so that the budget stops the retries, the breaker opens, probes once the outage is
-over and closes again."""
+to 11s, so that the breaker opens, probes once the outage is over and closes again.
+--no-breaker, --throttle, --no-budget or --setup NAME show what another setup costs."""
 EPILOG = """\
 examples:
   retrymw demo                                      20 seconds with the default script
