@@ -40,6 +40,8 @@ _OUTCOME_ORDER = (
     "cancelled",
 )
 _LATENCIES_KEPT = 100_000  # --forever runs keep the latest calls only
+#: Who refused a call or its retry, by the call outcome or retry-denial reason it leaves.
+REFUSERS = {"circuit_open": "breaker", "shed": "throttle", "throttled": "budget"}
 # What the progress line gives up, in order, to fit a narrow terminal: each step moves that
 # part to its next, shorter form (see `progress_line`).
 _GIVE_UP = ("success", "upstream", "budget", "attempts", "others", "others")
@@ -48,12 +50,21 @@ _GIVE_UP = ("success", "upstream", "budget", "attempts", "others", "others")
 class DemoStats(Instrument):
     """Counts what the demo's calls do, from the same events the other instruments get.
 
+    A call is *refused* when the breaker, the throttle or the budget stops it: its first attempt
+    (outcome ``circuit_open`` or ``shed``, no attempt made) or a retry the policy granted (a
+    `RetryDenied` for ``circuit_open``, ``shed`` or ``throttled``). A call is refused at most
+    once: either way it ends there. Each refusal is counted by whether the upstream was up at
+    that moment: refused while up is what the protection cost, calls the upstream would have
+    answered.
+
     Args:
         on_transition: called with every breaker transition as it happens.
+        upstream_up: whether the upstream answers right now (outside its outage windows);
+            ``None``: always.
 
     Attributes:
         calls: finished calls.
-        rejected: calls the breaker rejected before any attempt.
+        rejected: calls the breaker or throttle refused before any attempt.
         rescued: calls that succeeded on a retry.
         attempts: finished attempts.
         retries: retries scheduled.
@@ -61,10 +72,20 @@ class DemoStats(Instrument):
         denied: denied retries by reason.
         transitions: every breaker transition, in order.
         latencies: durations of the latest calls, in seconds.
+        refused_up: calls refused while the upstream was up, by refuser (``breaker``,
+            ``throttle``, ``budget``).
+        refused_down: calls refused while it was down, by refuser.
     """
 
-    def __init__(self, on_transition: Callable[[BreakerStateChanged], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_transition: Callable[[BreakerStateChanged], None] | None = None,
+        upstream_up: Callable[[], bool] | None = None,
+    ) -> None:
         self._on_transition = on_transition
+        self._upstream_up = upstream_up
+        self.refused_up: Counter[str] = Counter()
+        self.refused_down: Counter[str] = Counter()
         self.calls = 0
         self.rejected = 0
         self.rescued = 0
@@ -84,16 +105,24 @@ class DemoStats(Instrument):
         self.retries += 1
 
     def retry_denied(self, event: RetryDenied, /) -> None:
-        """Count the denial by reason."""
+        """Count the denial by reason, and a refused retry by refuser."""
         self.denied[event.reason] += 1
+        if event.reason in REFUSERS:
+            self._refused(REFUSERS[event.reason])
 
     def call_finished(self, event: CallFinished, /) -> None:
         """Count the call by outcome and keep its duration."""
         self.calls += 1
         self.rejected += event.attempts == 0
+        if event.attempts == 0 and event.outcome in REFUSERS:
+            self._refused(REFUSERS[event.outcome])
         self.rescued += event.outcome == "success" and event.attempts > 1
         self.outcomes[event.outcome] += 1
         self.latencies.append(event.duration)
+
+    def _refused(self, refuser: str) -> None:
+        up = self._upstream_up is None or self._upstream_up()
+        (self.refused_up if up else self.refused_down)[refuser] += 1
 
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
         """Keep the transition and pass it on."""
@@ -105,7 +134,7 @@ class DemoStats(Instrument):
     def amplification(self) -> float | None:
         """Attempts per admitted call, or ``None`` before the first admitted call finishes.
 
-        Calls the breaker rejected made no attempt: they are counted apart (as the
+        Calls refused before any attempt made none: they are counted apart (as the
         dashboards do) rather than diluting the ratio below 1x during an outage.
         """
         admitted = self.calls - self.rejected
@@ -153,6 +182,20 @@ def _instances(protection: Any) -> list[Any]:
     if isinstance(protection, PerTarget):
         return [one for one in map(protection.get, protection) if one is not None]
     return [protection]
+
+
+def _refused(stats: DemoStats) -> str:
+    """The summary's refused row: while the upstream was up (the price), then while down."""
+
+    def by_refuser(counts: Counter[str]) -> str:
+        shown = ", ".join(f"{who} {count:,}" for who, count in counts.most_common())
+        return f" ({shown})" if shown else ""
+
+    up, down = stats.refused_up, stats.refused_down
+    return (
+        f"{up.total():,} while the upstream was up{by_refuser(up)} · "
+        f"{down.total():,} while it was down{by_refuser(down)}"
+    )
 
 
 def progress_line(
@@ -273,11 +316,11 @@ def summary(
     )
     ratio = stats.amplification
     if ratio is None:  # "1.00x" would claim attempts that were never made
-        amplification = "none: the breaker let no call through" if stats.calls else "none: no calls"
+        amplification = "none: no call was let through" if stats.calls else "none: no calls"
     elif stats.rejected:
         amplification = (
-            f"{ratio:.2f}x attempts per call the breaker let through "
-            f"({stats.rejected:,} rejected calls made no attempt)"
+            f"{ratio:.2f}x attempts per call let through "
+            f"({stats.rejected:,} calls refused before any attempt made none)"
         )
     else:
         amplification = f"{ratio:.2f}x attempts per call"
@@ -290,6 +333,7 @@ def summary(
         ("amplification", amplification),
         ("outcomes", _outcomes(stats, with_share=True) if stats.calls else "none"),
         ("rescued", f"{stats.rescued:,} calls failed at first and succeeded on a retry"),
+        ("refused", _refused(stats)),
         ("retries denied", denied or "none"),
         ("breaker", transitions or "no transitions"),
         (

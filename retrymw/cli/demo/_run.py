@@ -23,16 +23,20 @@ from ..._core.redact import redact_url
 from .._common import CliError, human_duration
 from ._console import Console
 from ._report import DemoStats, progress_line, summary
+from ._setup import DEFAULT_ATTEMPTS, DemoSetup, Protection
 from ._upstream import FlakyUpstream, UpstreamScript
 
 if TYPE_CHECKING:
     import anyio
     import httpx
 
+    from ..._core.clock import Clock
     from ..._core.events import BreakerStateChanged
+    from ..._core.policy import RetryPolicy
+    from ...httpx import AsyncRetryTransport
     from ._trace import CallTrace, Tracing
 
-__all__ = ["DemoRun"]
+__all__ = ["DemoRun", "demo_policy", "demo_transport"]
 
 _MAX_IN_FLIGHT = 512  # beyond this the upstream is hopeless; skip arrivals instead of queueing
 _GRACE = 3.0  # seconds in-flight calls get to finish after the end
@@ -44,22 +48,75 @@ _MEANING = {
 }
 
 
+def demo_policy(attempts: int) -> RetryPolicy:
+    """The demo's retry policy: ``attempts`` per call, exponential backoff from 100ms to 2s with
+    full jitter."""
+    from ..._core.policy import RetryPolicy
+
+    return RetryPolicy(
+        name="demo", attempts=attempts, initial_delay="100ms", max_delay="2s", jitter="full"
+    )
+
+
+def demo_transport(
+    policy: RetryPolicy,
+    protection: Protection,
+    *,
+    instruments: list[Any],
+    fleet: Any = None,
+    clock: Clock | None = None,
+    inner: httpx.AsyncBaseTransport | None = None,
+) -> AsyncRetryTransport:
+    """The transport the demo's load goes through: ``policy`` and ``protection`` as given.
+
+    Args:
+        policy: the retry policy (`demo_policy`).
+        protection: the live breaker, budget and throttle (``None``: off; `DemoSetup.build`).
+        instruments: what hears the events (`DemoStats` first).
+        fleet: a `RedisFleet` sharing the protection, or ``None``.
+        clock: the clock (tests pass a `FakeClock`; build ``protection`` on the same one).
+        inner: the transport under it (tests pass a scripted one); httpx's by default.
+    """
+    from ...httpx import AsyncRetryTransport
+
+    return AsyncRetryTransport(
+        inner,
+        policy=policy,
+        breaker=protection.breaker,
+        budget=protection.budget,
+        throttle=protection.throttle,
+        instruments=instruments,
+        fleet=fleet,
+        clock=clock,
+    )
+
+
 class DemoRun:
     """One run of the demo: the upstream, the client, telemetry and the console.
 
     Args:
         args: the parsed ``demo`` arguments.
         script: what the upstream does, read from ``args`` by the command.
+        setup: the protection, read from ``args`` when omitted.
+
+    Attributes:
+        protection: the breaker, budget and throttle the transport was given (live objects).
+        attempts: attempts per call.
     """
 
-    def __init__(self, args: argparse.Namespace, script: UpstreamScript) -> None:
+    def __init__(
+        self, args: argparse.Namespace, script: UpstreamScript, setup: DemoSetup | None = None
+    ) -> None:
         self.args = args
         self.console = Console(
             sys.stdout, tty=sys.stdout.isatty(), traces=args.traces, on_closed=self._reader_gone
         )
-        self.stats = DemoStats(on_transition=self._on_transition)
         self.script = script
         self.upstream = FlakyUpstream(self.script, rng=Random(args.seed))
+        self.stats = DemoStats(on_transition=self._on_transition, upstream_up=self._upstream_up)
+        self.setup = setup if setup is not None else DemoSetup.from_args(args)
+        self.attempts: int = args.attempts or self.setup.attempts or DEFAULT_ATTEMPTS
+        self.protection = self.setup.build(seed=args.seed)
         self.started = time.monotonic()
         self.stop = asyncio.Event()
         self.in_flight = 0
@@ -152,33 +209,11 @@ class DemoRun:
             f"{event.state} ({_MEANING[event.state]})"
         )
 
+    def _upstream_up(self) -> bool:
+        return not self.upstream.in_outage()
+
     def _on_trace(self, trace: CallTrace) -> None:
         self.console.trace(trace, self.elapsed())
-
-    def _breaker(self) -> Any:
-        from ..._protect.breaker import CircuitBreaker
-
-        # Time-based rate rule only: the consecutive-failure rule would open the circuit within
-        # a few hundred milliseconds of the outage, before the budget has anything to show.
-        return CircuitBreaker(
-            name="upstream",
-            failure_threshold=None,
-            failure_rate_threshold=0.5,
-            window="2s",
-            minimum_calls=40,
-            recovery_timeout="5s",
-        )
-
-    def _policy(self) -> Any:
-        from ..._core.policy import RetryPolicy
-
-        return RetryPolicy(
-            name="demo",
-            attempts=self.args.attempts,
-            initial_delay="100ms",
-            max_delay="2s",
-            jitter="full",
-        )
 
     # -- running -------------------------------------------------------------------------------
 
@@ -190,19 +225,14 @@ class DemoRun:
         """Start everything, run the load until the end, and shut down."""
         import httpx
 
-        from ...httpx import AsyncRetryTransport
-
         with self._signal_handlers():
             url = await self._start_upstream()
             try:
                 self.console.line(f"upstream: {redact_url(url)} ({self.script.describe()})")
                 instruments = self._instruments()
-                policy = self._policy()
-                self.transport = AsyncRetryTransport(
-                    policy=policy,
-                    breaker=self._breaker(),
-                    instruments=instruments,
-                    fleet=self._fleet(),
+                policy = demo_policy(self.attempts)
+                self.transport = demo_transport(
+                    policy, self.protection, instruments=instruments, fleet=self._fleet()
                 )
                 self.console.line(self._load_line(policy))
                 self.console.line("")
@@ -220,13 +250,24 @@ class DemoRun:
                 await self.upstream.close()
 
     def _fleet(self) -> Any:
-        """With ``--redis URL``: a `RedisFleet` sharing the budget and breaker (namespace demo)."""
+        """With ``--redis URL``: a `RedisFleet` sharing the protection (namespace demo)."""
         if self.args.redis is None:
             return None
         from ...fleet import RedisFleet
 
         self.fleet = RedisFleet(self.args.redis, namespace="demo")
-        self.console.line(f"fleet: budget and breaker shared on {redact_url(self.args.redis)}")
+        built = self.protection
+        shared = [
+            kind
+            for kind, one in (
+                ("budget", built.budget),
+                ("breaker", built.breaker),
+                ("throttle", built.throttle),
+            )
+            if one is not None
+        ]
+        what = " and ".join([", ".join(shared[:-1]), shared[-1]] if len(shared) > 1 else shared)
+        self.console.line(f"fleet: {what or 'nothing'} shared on {redact_url(self.args.redis)}")
         return self.fleet
 
     def _load_line(self, policy: Any) -> str:
@@ -234,8 +275,7 @@ class DemoRun:
         length = "until Ctrl-C" if args.forever else f"for {human_duration(args.duration)}"
         return (
             f"load: {args.rate:g} calls/s {length}; policy {policy.attempts} attempts, "
-            "exponential backoff from 100ms to 2s with full jitter; breaker opens at 50% "
-            "failures over 2s; default retry budget"
+            f"exponential backoff from 100ms to 2s with full jitter; {self.setup.describe()}"
         )
 
     async def _start_upstream(self) -> str:

@@ -3,8 +3,10 @@
 It speaks the fault vocabulary of `retrymw.testing` (`Fault`, decided by a `FaultPlan`), the
 same one `FaultTransport` injects in tests: an `UpstreamScript` becomes rates of faults
 (502/503/504 at ``failure_rate``, 429 with ``Retry-After`` at ``rate_limited``, none otherwise)
-and latency, and during the outage windows a second plan answers 503 to everything. Both plans
-draw from one seeded random source, so ``--seed`` repeats a run. Keep-alive is supported, so
+and latency, and during the outage windows a second plan answers 503 to everything. The two
+plans draw from two streams of one seeded source, so with ``--seed`` the n-th request outside
+the outages meets the same fault and latency in every run, however many requests fell into
+an outage (which depends on real time). Keep-alive is supported, so
 the client's connection pool behaves as in production. It is a test double, not a web server:
 no chunked bodies, no pipelining.
 """
@@ -135,11 +137,14 @@ class FlakyUpstream:
 
     Args:
         script: what to answer.
-        rng: the random source of every draw (seed it for a repeatable run).
+        rng: the random source of the script's draws (seed it for a repeatable run); the
+            outage's latencies draw from a second stream seeded from it.
         clock: monotonic time, for the outage windows.
 
     Attributes:
         statuses: how many responses of each status were sent.
+        plan: the script's `FaultPlan`, outside the outages (its ``injected`` lists what each
+            of those requests met, in order: the fault schedule ``--seed`` repeats).
     """
 
     def __init__(
@@ -153,8 +158,10 @@ class FlakyUpstream:
         self.statuses: Counter[int] = Counter()
         rng = rng if rng is not None else Random()
         latency = script.latency_range()
-        self._plan = FaultPlan(rates=script.rates(), latency=latency, rng=rng)
-        self._outage_plan = FaultPlan(rates={_OUTAGE: 1.0}, latency=latency, rng=rng)
+        self.plan = FaultPlan(rates=script.rates(), latency=latency, rng=rng)
+        # Its own stream: the script's n-th draw must not depend on how long outages lasted.
+        outage_rng = Random(rng.getrandbits(64))
+        self._outage_plan = FaultPlan(rates={_OUTAGE: 1.0}, latency=latency, rng=outage_rng)
         self._clock = clock
         self._started = clock()
         self._server: asyncio.Server | None = None
@@ -196,7 +203,7 @@ class FlakyUpstream:
 
     def next_fault(self) -> tuple[Fault, float]:
         """The fault the next request meets (``pass``: none) and how long its answer takes."""
-        return (self._outage_plan if self.in_outage() else self._plan).next()
+        return (self._outage_plan if self.in_outage() else self.plan).next()
 
     def respond(self) -> tuple[int, dict[str, str]]:
         """Draw the status and extra headers of the next response."""

@@ -504,7 +504,7 @@ def test_summary_of_no_calls_claims_no_amplification() -> None:
     rejected = DemoStats()
     _finished(rejected, "circuit_open", 0, 5)
     text = summary(rejected, elapsed=1.0, upstream=upstream, retrier=None, metrics_url=None)
-    assert re.search(r"^amplification\s+none: the breaker let no call through$", text, re.MULTILINE)
+    assert re.search(r"^amplification\s+none: no call was let through$", text, re.MULTILINE)
     assert "1.00x" not in empty + text
 
 

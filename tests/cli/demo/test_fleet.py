@@ -113,7 +113,8 @@ def test_fleet_wants_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_redis_alone_makes_one_demo_a_fleet_member(tmp_path: Path) -> None:
-    """``retrymw demo --redis URL`` (the compose replicas): its budget and breaker live there."""
+    """``retrymw demo --redis URL`` (the compose replicas): its budget and breaker (one of each
+    per host, the default setup) live there."""
     import redis
 
     with redis_server(tmp_path) as server:
