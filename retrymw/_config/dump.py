@@ -53,10 +53,11 @@ def to_mapping(policy: RetryPolicy) -> dict[str, Any]:
         "backoff": backoff_form(policy.backoff),
         "initial_delay": _format_duration(policy.initial_delay),
         "max_delay": _format_duration(policy.max_delay),
-        "jitter": policy.jitter or False,
         "jitter_factor": policy.jitter_factor,
         "on_failure": policy.on_failure,
     }
+    if policy.sets_jitter:  # unset stays unset: a transport then keeps its full jitter
+        result["jitter"] = policy.jitter or False
     for key in ("retry_budget", "timeout", "deadline"):
         if getattr(policy, key) is not None:
             result[key] = _format_duration(getattr(policy, key))

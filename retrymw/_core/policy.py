@@ -181,13 +181,18 @@ class RetryPolicy:
                 raise ConfigError("max_delay", changes["max_delay"], problem, example) from None
             raise
 
+    @property
+    def sets_jitter(self) -> bool:
+        """Whether ``jitter`` was chosen (``False`` included), rather than left unset."""
+        return self._jitter_given
+
     def with_default_jitter(self, kind: JitterKind) -> RetryPolicy:
         """This policy with ``kind`` jitter if its ``jitter`` was left unset, else itself.
 
         A context whose default jitters (the HTTP transports: full jitter, so that clients do
         not retry in lockstep) keeps it under a policy that did not choose its own.
         """
-        if self._jitter_given:
+        if self.sets_jitter:
             return self
         return self.replace(jitter=kind)
 

@@ -643,3 +643,19 @@ def test_a_huge_name_or_many_policies_keep_the_message_short() -> None:
     with pytest.raises(ConfigError, match="did you mean 'policy-7'") as near:
         load_config({"policies": policies, "breakers": {"policy_7": {}}})
     assert len(str(near.value)) < 1_500
+
+
+def test_a_policy_without_jitter_of_its_own_keeps_it_unset_through_a_round_trip() -> None:
+    """`to_mapping` once wrote ``jitter: false`` for a policy that left jitter unset: loaded
+    back, the policy had chosen "no jitter", and a transport given it retried in lockstep."""
+    from retrymw._config.loader import to_mapping
+    from retrymw._core.policy import RetryPolicy
+
+    unset = RetryPolicy(name="api")
+    loaded = load_config({"policies": {"api": to_mapping(unset)}}).policy("api")
+    assert not loaded.sets_jitter
+    assert loaded.with_default_jitter("full").jitter == "full"
+    chosen = RetryPolicy(name="api", jitter=False)
+    again = load_config({"policies": {"api": to_mapping(chosen)}}).policy("api")
+    assert again.sets_jitter
+    assert not again.with_default_jitter("full").jitter

@@ -847,12 +847,12 @@ def test_toml_does_not_need_pyyaml(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                 "backoff": "exponential",
                 "initial_delay": "1s",
                 "max_delay": "30s",
-                "jitter": False,
                 "jitter_factor": 0.3,
                 "on_failure": "raise",
             },
             id="defaults",
         ),
+        pytest.param(RetryPolicy(jitter=False), {"jitter": False}, id="no-jitter-chosen"),
         pytest.param(
             RetryPolicy(
                 backoff=LinearBackoff("2s"),
