@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ._core.clock import Clock
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._engine.retrier import _DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg
 from ._http.client import request, request_sync
 from ._http.exchange import ATTEMPTS_EXTENSION
 from ._http.flavour import (
@@ -158,7 +158,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         *,
         policy: RetryPolicy | None = None,
         breaker: BreakerArg = None,
-        budget: BudgetArg = _DEFAULT,
+        budget: BudgetArg = DEFAULT,
         throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,
@@ -210,7 +210,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         *,
         policy: RetryPolicy | None = None,
         breaker: BreakerArg = None,
-        budget: BudgetArg = _DEFAULT,
+        budget: BudgetArg = DEFAULT,
         throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,

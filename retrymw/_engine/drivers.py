@@ -34,7 +34,7 @@ from .callables import (
 )
 from .layers import mark_time
 from .reports import SettledCall
-from .retrier_args import _NOT_GIVEN
+from .retrier_args import NOT_GIVEN
 from .run import CallRun
 from .runtime import Runtime, for_target
 from .time_limits import within
@@ -138,7 +138,7 @@ class Engine:
             return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()  # a mark later than this was made inside this call
         started_at = self._runtime.clock.now() if dispatch.observes_calls else None
-        awaitable: Any = _NOT_GIVEN
+        awaitable: Any = NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
             result = await awaitable
@@ -166,7 +166,7 @@ class Engine:
         if isinstance(first, TypeError):
             if not callable(fn):
                 check_callable(fn, "retrier.call()")
-            if awaitable is not _NOT_GIVEN and not hasattr(awaitable, "__await__"):
+            if awaitable is not NOT_GIVEN and not hasattr(awaitable, "__await__"):
                 raise sync_result_error(fn, awaitable) from None
         # Outside the except block: the retries' exceptions must not carry the first one as
         # their __context__ ("During handling of the above exception...").
@@ -255,7 +255,7 @@ class Engine:
         started_at: float | None = None,
         *,
         first_error: Exception | None = None,
-        first_result: object = _NOT_GIVEN,
+        first_result: object = NOT_GIVEN,
     ) -> T:
         """Drive ``call`` (async): from its start, or on from its bare first attempt's outcome
         (``first_error`` or ``first_result``, with ``since`` and ``started_at`` read before
@@ -334,7 +334,7 @@ class Engine:
         started_at: float | None = None,
         *,
         first_error: Exception | None = None,
-        first_result: object = _NOT_GIVEN,
+        first_result: object = NOT_GIVEN,
     ) -> T:
         """Sync twin of `_drive_async`."""
         attempt = bound_attempt(fn, args, kwargs)

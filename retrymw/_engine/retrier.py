@@ -24,20 +24,17 @@ from .callables import (
     is_async,
 )
 from .drivers import Engine
-
-# Re-exported: the transports and `_http.exchange` import these sentinels from here.
-from .retrier_args import _DEFAULT as _DEFAULT
-from .retrier_args import _NOT_GIVEN as _NOT_GIVEN
 from .retrier_args import (
+    DEFAULT,
+    Announcer,
     BreakerArg,
+    BreakerEvents,
     BudgetArg,
     ThrottleArg,
-    _Announcer,
-    _BreakerEvents,
-    _check_arguments,
-    _check_store,
-    _sync_timeout_error,
+    check_arguments,
+    check_store,
     default_budget,
+    sync_timeout_error,
 )
 from .run import for_target
 from .runtime import Runtime
@@ -90,7 +87,7 @@ class Retrier(Engine):
         policy: RetryPolicy | None = None,
         *,
         breaker: BreakerArg = None,
-        budget: BudgetArg = _DEFAULT,
+        budget: BudgetArg = DEFAULT,
         throttle: ThrottleArg = None,
         instruments: Any = None,
         clock: Clock | None = None,
@@ -98,12 +95,12 @@ class Retrier(Engine):
         store: Store | None = None,
         fleet: Any = None,
     ) -> None:
-        _check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
+        check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
         if store is not None:
-            _check_store(store)
+            check_store(store)
         self.policy = policy if policy is not None else RetryPolicy()
         clock = clock if clock is not None else SYSTEM_CLOCK
-        if budget is _DEFAULT:
+        if budget is DEFAULT:
             # A fleet shares the default budget per operation: one target's retries are paid by
             # that target, never by another retrier's successes under the same policy name.
             budget = (
@@ -128,7 +125,7 @@ class Retrier(Engine):
         if breaker is not None and self._dispatch.breaker_state_changed:
             # The user's own breaker reports to this retrier's instruments; the same instruments
             # listen once however many retriers and transports share the breaker.
-            breaker.add_listener(_BreakerEvents(self._dispatch))
+            breaker.add_listener(BreakerEvents(self._dispatch))
         if fleet is not None:
             for protection in (breaker, budget, throttle):
                 if protection is not None:  # a budget's fleet key names its policy
@@ -153,7 +150,7 @@ class Retrier(Engine):
             if isinstance(protection, PerTarget):
                 # The listener first: a target created meanwhile is announced twice, never
                 # missed (instruments tolerate a repeat).
-                protection.add_creation_listener(_Announcer(dispatch, name))
+                protection.add_creation_listener(Announcer(dispatch, name))
                 for target in protection:
                     instance = protection.get(target)
                     if instance is not None:  # pragma: no branch - evicted meanwhile
@@ -208,7 +205,7 @@ class Retrier(Engine):
         if not callable(fn):
             check_callable(fn, "retrier.call_sync()")
         if self.policy.timeout is not None:
-            raise _sync_timeout_error(self.policy.timeout)
+            raise sync_timeout_error(self.policy.timeout)
         return self.run_sync(fn, args, kwargs)
 
     @overload
@@ -237,7 +234,7 @@ class Retrier(Engine):
             return retried_async
 
         if self.policy.timeout is not None:
-            raise _sync_timeout_error(self.policy.timeout)
+            raise sync_timeout_error(self.policy.timeout)
 
         @functools.wraps(fn)
         def retried(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -276,7 +273,7 @@ def retry(fn: Callable[P, T], /) -> Callable[P, T]: ...
 def retry(
     *,
     breaker: BreakerArg = None,
-    budget: BudgetArg = _DEFAULT,
+    budget: BudgetArg = DEFAULT,
     throttle: ThrottleArg = None,
     instruments: Any = None,
     clock: Clock | None = None,
@@ -289,7 +286,7 @@ def retry(
     /,
     *,
     breaker: BreakerArg = None,
-    budget: BudgetArg = _DEFAULT,
+    budget: BudgetArg = DEFAULT,
     throttle: ThrottleArg = None,
     instruments: Any = None,
     clock: Clock | None = None,

@@ -22,7 +22,20 @@ from .._protect.budget import RetryBudget
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
 
-__all__ = ["BreakerArg", "BudgetArg", "ThrottleArg", "default_budget", "reset_default_protection"]
+__all__ = [
+    "DEFAULT",
+    "NOT_GIVEN",
+    "Announcer",
+    "BreakerArg",
+    "BreakerEvents",
+    "BudgetArg",
+    "ThrottleArg",
+    "check_arguments",
+    "check_store",
+    "default_budget",
+    "reset_default_protection",
+    "sync_timeout_error",
+]
 
 #: What ``breaker=``, ``budget=`` and ``throttle=`` accept: one instance, used as it is for
 #: every call, or a `PerTarget` of one (an instance per HTTP host or operation), or ``None``.
@@ -30,8 +43,10 @@ BreakerArg = CircuitBreaker | PerTarget[CircuitBreaker] | None
 BudgetArg = RetryBudget | PerTarget[RetryBudget] | None
 ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
 
-_DEFAULT: Any = object()
-_NOT_GIVEN: Any = object()
+#: The default of ``budget=``: the default budget, made per retrier (``None`` is no budget).
+DEFAULT: Any = object()
+#: An argument, or a first attempt's result, that was not given (``None`` is a value).
+NOT_GIVEN: Any = object()
 
 # -- protection made by default ------------------------------------------------------------------
 
@@ -77,7 +92,7 @@ def reset_default_protection() -> None:
             protection.reset()
 
 
-def _sync_timeout_error(timeout: float) -> ConfigError:
+def sync_timeout_error(timeout: float) -> ConfigError:
     return ConfigError(
         "timeout",
         timeout,
@@ -87,7 +102,7 @@ def _sync_timeout_error(timeout: float) -> ConfigError:
     )
 
 
-class _Announcer:
+class Announcer:
     """A `PerTarget` creation listener announcing each new instance (`Dispatch.attach`).
 
     Equal for the same instruments and policy name, so a `PerTarget` shared by many retriers
@@ -105,13 +120,13 @@ class _Announcer:
         self._dispatch.attach(self._policy, target, instance)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Announcer) and other._key == self._key
+        return isinstance(other, Announcer) and other._key == self._key
 
     def __hash__(self) -> int:
         return hash(self._key)
 
 
-class _BreakerEvents:
+class BreakerEvents:
     """A breaker listener forwarding transitions to a dispatch's instruments.
 
     Two of them are equal when they feed the same instruments, so a breaker shared by several
@@ -128,13 +143,13 @@ class _BreakerEvents:
         self._dispatch.breaker_listener(event)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BreakerEvents) and other._key == self._key
+        return isinstance(other, BreakerEvents) and other._key == self._key
 
     def __hash__(self) -> int:
         return hash(self._key)
 
 
-def _check_store(store: object) -> None:
+def check_store(store: object) -> None:
     """Refuse a ``store=`` that is not a `retrymw.stores.Store` (imported only when given)."""
     from ..stores import Store
 
@@ -155,7 +170,7 @@ def _check_protection(name: str, value: object, kind: type, example: str) -> Non
     )
 
 
-def _check_arguments(
+def check_arguments(
     policy: object,
     breaker: object,
     budget: object,
@@ -166,9 +181,7 @@ def _check_arguments(
 ) -> None:
     """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
     _check_protection("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")')
-    _check_protection(
-        "budget", None if budget is _DEFAULT else budget, RetryBudget, "RetryBudget()"
-    )
+    _check_protection("budget", None if budget is DEFAULT else budget, RetryBudget, "RetryBudget()")
     _check_protection("throttle", throttle, AdaptiveThrottle, "AdaptiveThrottle()")
     checks = (
         ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),

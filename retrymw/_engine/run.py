@@ -26,7 +26,7 @@ from .call import Call
 from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
 from .layers import FINAL_REASONS, mark_time, retried_below
 from .resume import ResumableRun
-from .retrier_args import _NOT_GIVEN
+from .retrier_args import NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
 
 __all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
@@ -147,11 +147,11 @@ class CallRun(CallState):
     def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
 
-        A call resumed from the plain path (``result`` or ``error`` given, not `_NOT_GIVEN`)
+        A call resumed from the plain path (``result`` or ``error`` given, not `NOT_GIVEN`)
         already ran its first attempt: it goes on from that attempt's outcome, under the
         dispatch and call scopes it was given, rather than reporting half a call.
         """
-        if error is None and result is _NOT_GIVEN:
+        if error is None and result is NOT_GIVEN:
             self.begin()
             return 0.0 if self.resume is None else self._resume()
         self.attempt = 1

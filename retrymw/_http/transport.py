@@ -21,8 +21,8 @@ from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from .._engine.resume import resume
-from .._engine.retrier import _DEFAULT, BreakerArg, BudgetArg, Retrier, ThrottleArg
-from .._engine.retrier_args import default_budget
+from .._engine.retrier import Retrier
+from .._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg, default_budget
 from .body import buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
@@ -79,7 +79,7 @@ class TransportCore:
         self.flavour = flavour
         self.profile = http_profile(profile)
         self.resolver = PolicyResolver(self.profile.policy(policy), policies, self.profile)
-        if budget is _DEFAULT:
+        if budget is DEFAULT:
             # One budget per host: a dead host's retries must not spend a healthy one's.
             budget = default_budget(clock if clock is not None else SYSTEM_CLOCK, per_target=True)
         self.retrier = Retrier(
