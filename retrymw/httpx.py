@@ -39,7 +39,7 @@ from ._http.flavour import (
     RetryBudgetExhaustedMixin,
     register,
 )
-from ._http.semantics import POLICY_EXTENSION
+from ._http.overrides import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
 if TYPE_CHECKING:

@@ -15,9 +15,14 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
-from .semantics import content_length
+from .hints import WHITESPACE
 
-__all__ = ["buffer_async", "buffer_sync"]
+__all__ = [
+    "REPLAY_LIMIT",
+    "buffer_async",
+    "buffer_sync",
+    "content_length",
+]
 
 
 def _replayable(request: Any, limit: int, flavour: ModuleType) -> bool | None:
@@ -134,3 +139,16 @@ def buffer_sync(request: Any, limit: int, flavour: ModuleType) -> bool:
     head.replay(request)
     request.read()
     return True
+
+
+#: A streaming request body is buffered up to this size to make it replayable; a larger one is
+#: sent once and never retried (reason ``body_not_replayable``).
+REPLAY_LIMIT = 16 * 1024 * 1024
+
+
+def content_length(value: str | None) -> int | None:
+    """Return a ``Content-Length`` header's value, or ``None`` when absent or not plain digits."""
+    if value is None:
+        return None
+    value = value.strip(WHITESPACE)
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 20 else None

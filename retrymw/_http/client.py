@@ -19,18 +19,13 @@ from .._core.instruments import Instrument
 from .._core.policy import RetryPolicy
 from .._engine.retrier import Retrier
 from ..instrumentation import default_instruments
-from .body import buffer_async, buffer_sync
+from .body import REPLAY_LIMIT, buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour, flavour_of
 from .limits import bound_transport
+from .overrides import HELPER_EXTENSION, POLICY_EXTENSION, PolicyResolver
+from .rules import http_policy
 from .sdk import helper_count
-from .semantics import (
-    HELPER_EXTENSION,
-    POLICY_EXTENSION,
-    REPLAY_LIMIT,
-    PolicyResolver,
-    http_policy,
-)
 
 __all__ = ["HELPER_EXTENSION", "request", "request_sync"]
 

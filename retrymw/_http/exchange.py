@@ -24,21 +24,25 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
-from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .._core.clock import Clock
+from .._core.errors import (
+    CircuitOpenError,
+    LoadShedError,
+    RetryBudgetExhausted,
+    add_note,
+)
+from .._core.events import Outcome, RetryReason
 from .._core.policy import RetryPolicy
 from .._engine.call import Call
 from .._engine.layers import copy_mark
 from .._engine.runtime import BodyEnding
 from .flavour import Flavour
+from .hints import NO_HINTS, read_hints
+from .hosts import format_target
 from .limits import cap_phase_timeouts
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
-from .semantics import (
-    HTTP_PROFILE,
-    RETRY_COUNT_HEADER,
-    HttpExchange,
-    HttpProfile,
-    format_target,
-)
+from .rules import HTTP_PROFILE, IDEMPOTENCY_KEY_HEADER, HttpProfile, is_idempotent
+from .sdk import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTEMPTS_EXTENSION",
     "HttpCall",
+    "HttpExchange",
     "drive_async",
     "drive_sync",
     "translate",
@@ -92,6 +97,92 @@ def translate(
         add_note(new, note)
     copy_mark(error, new)  # final below stays final above (docs/layers.md)
     return new
+
+
+class HttpExchange:
+    """The engine's view of one HTTP request (its `AttemptAdapter`).
+
+    It vetoes retries that would resend a non-idempotent request or a body that cannot be
+    replayed, or that the server forbids (``x-should-retry: false``), reads the server's delay
+    hints on error responses (`read_hints`: the longest wins), stamps ``response.extensions``
+    with the attempt number, and keeps the latest response (a call that ends in an error closes it).
+    It works on httpx's request and response objects by duck typing, so this module never
+    imports httpx.
+
+    Args:
+        clock: the clock whose ``wall()`` dates are compared with.
+        request: the ``httpx.Request``.
+        replayable: whether the body can be sent again.
+        never_sent: error types proving that no byte reached the server (connect errors): they
+            are retried for every method.
+        attempts_key: the ``response.extensions`` key for the attempt number.
+        profile: which answers say the request was not processed (`HttpProfile`): those are
+            resent whatever the method.
+    """
+
+    __slots__ = (
+        "_attempts_key",
+        "_clock",
+        "_latest",
+        "_never_sent",
+        "_profile",
+        "_veto_sent",
+        "_veto_unsent",
+    )
+
+    def __init__(
+        self,
+        clock: Clock,
+        request: Any,
+        *,
+        replayable: bool,
+        never_sent: tuple[type[Exception], ...],
+        attempts_key: str,
+        profile: HttpProfile = HTTP_PROFILE,
+    ) -> None:
+        self._clock = clock
+        self._never_sent = never_sent
+        self._profile = profile
+        self._attempts_key = attempts_key
+        self._latest: Any = None
+        idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
+        self._veto_unsent: RetryReason | None = None if replayable else "body_not_replayable"
+        self._veto_sent: RetryReason | None = self._veto_unsent if idempotent else "not_idempotent"
+
+    def outcome(
+        self, attempt: int, elapsed: float, result: Any, error: Exception | None
+    ) -> Outcome:
+        """Describe one attempt: status, the server's hints and the veto that applies."""
+        if error is not None:
+            veto = self._veto_unsent if isinstance(error, self._never_sent) else self._veto_sent
+            return Outcome(attempt=attempt, elapsed=elapsed, exception=error, veto=veto)
+        # Kept so that a call ending in an error (a raising retry_on predicate) can close it.
+        self._latest = result
+        result.extensions[self._attempts_key] = attempt
+        status: int = result.status_code
+        if status < 400:  # the success path reads no header
+            return Outcome(
+                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
+            )
+        headers = result.headers
+        veto = self._veto_sent
+        if veto != self._veto_unsent and self._profile.says_unprocessed(status, headers):
+            veto = self._veto_unsent  # the server says it did not process it: any method
+        hints = read_hints(headers, status, self._clock.wall())
+        if hints is NO_HINTS:
+            return Outcome(
+                attempt=attempt, elapsed=elapsed, result=result, status=status, veto=veto
+            )
+        said_no: RetryReason | None = "server_said_no" if hints.should_retry is False else veto
+        return Outcome(
+            attempt=attempt,
+            elapsed=elapsed,
+            result=result,
+            status=status,
+            retry_after=hints.delay,
+            veto=said_no,
+            retry_after_header=hints.header,
+        )
 
 
 class HttpCall(HttpExchange):

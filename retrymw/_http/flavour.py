@@ -2,7 +2,7 @@
 
 The OpenAI and Anthropic SDKs moved to httpx2, the maintained fork of httpx, whose API is the
 same under another name: ``httpx2.Request``, ``httpx2.AsyncBaseTransport``, the same exception
-tree. The HTTP core (`exchange`, `body`, `semantics`, `hints`, `transport`) works on either by
+tree. The HTTP core (`exchange`, `body`, `rules`, `hints`, `transport`) works on either by
 duck typing; a `Flavour` holds the little that must be the library's own: its module (for the
 stream and exception classes a transport checks), the errors proving a request never left,
 and the retrymw errors the transports raise, which must be that library's ``TransportError``

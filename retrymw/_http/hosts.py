@@ -20,7 +20,10 @@ from .._engine.retrier_args import BreakerArg
 from .._protect.breaker import CircuitBreaker
 from .._protect.targets import PerTarget
 
-__all__ = ["per_host"]
+__all__ = [
+    "format_target",
+    "per_host",
+]
 
 # Template id → its per-host circuits, alive while a transport holds them; read at construction
 # only. The value holds its template, so an id is never reused while its entry lives.
@@ -40,3 +43,13 @@ def per_host(breaker: BreakerArg) -> BreakerArg:
             scoped = PerTarget(breaker)
             _SCOPED[id(breaker)] = scoped
     return scoped
+
+
+def format_target(host: str, port: int | None) -> str:
+    """The telemetry target and breaker key for a host: ``host``, or ``host:port`` if not default.
+
+    ``port`` is ``None`` when the URL uses its scheme's default port (as httpx reports it).
+    """
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return host if port is None else f"{host}:{port}"

@@ -25,10 +25,16 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
+from .._core.policy import RetryPolicy
 from .._engine.time_limits import remaining
-from .semantics import cut_timeouts
 
-__all__ = ["bound_transport", "cap_phase_timeouts", "time_left"]
+__all__ = [
+    "attempt_limit",
+    "bound_transport",
+    "cap_phase_timeouts",
+    "cut_timeouts",
+    "time_left",
+]
 
 T = TypeVar("T")
 
@@ -168,3 +174,30 @@ def cap_phase_timeouts(send: Callable[[], T], request: Any) -> Callable[[], T]:
             cut.update(given if isinstance(given, Mapping) else {})
 
     return attempt
+
+
+def attempt_limit(policy: RetryPolicy, elapsed: float) -> float | None:
+    """The time one attempt may take: `RetryPolicy.attempt_limit`, as the async engine uses it."""
+    return policy.attempt_limit(elapsed)
+
+
+_TIMEOUT_KEYS = ("connect", "read", "write", "pool")
+
+
+# httpx treats a zero timeout as "fail at once" on some operations; keep a sliver instead.
+_MIN_TIMEOUT = 0.001
+
+
+def cut_timeouts(current: object, limit: float) -> dict[str, float]:
+    """Return httpx's ``timeout`` request extension with every phase capped at ``limit``.
+
+    ``current`` is the existing extension (a dict of ``connect``, ``read``, ``write`` and
+    ``pool`` seconds, ``None`` meaning no limit), or anything else for "none set".
+    """
+    limit = max(limit, _MIN_TIMEOUT)
+    phases: Mapping[str, Any] = current if isinstance(current, Mapping) else {}
+    cut: dict[str, float] = {}
+    for key in _TIMEOUT_KEYS:
+        value = phases.get(key)
+        cut[key] = limit if not isinstance(value, (int, float)) else min(float(value), limit)
+    return cut

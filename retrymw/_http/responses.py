@@ -31,7 +31,7 @@ import anyio
 from .._core.events import BodyRead, BodyState
 from .._engine.runtime import BodyEnding
 from .._engine.time_limits import within
-from .semantics import content_length
+from .body import content_length
 
 __all__ = [
     "DRAIN_GRACE",

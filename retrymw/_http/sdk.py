@@ -35,9 +35,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._engine.layers import Inbound, current
-from .semantics import RETRY_COUNT_HEADER, sdk_retry_count
 
-__all__ = ["SdkAttempt", "SdkAttempts", "helper_count", "parse_count"]
+__all__ = [
+    "RETRY_COUNT_HEADER",
+    "SdkAttempt",
+    "SdkAttempts",
+    "helper_count",
+    "parse_count",
+    "sdk_retry_count",
+]
 
 logger = logging.getLogger("retrymw")
 
@@ -170,3 +176,18 @@ class SdkAttempts:
                 expires=attempt.expires,
             )
         )
+
+
+#: The retry-count header the OpenAI and Anthropic SDKs send (Stainless-generated clients): the
+#: transport keeps it true to the real attempt. A value of 1 or more means the SDK is retrying
+#: on top of the transport only when that SDK, in this process, set it (`sdk.SdkAttempts`).
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+
+
+def sdk_retry_count(headers: Any) -> str | None:
+    """The request's `RETRY_COUNT_HEADER` value, or ``None`` when it has none.
+
+    Read once per request: when the header is absent, httpx's ``Headers.get`` raises and catches
+    a ``KeyError`` (about 1 µs), where a membership test only scans the headers.
+    """
+    return headers[RETRY_COUNT_HEADER] if RETRY_COUNT_HEADER in headers else None  # noqa: SIM401

@@ -23,22 +23,15 @@ from .._core.policy import RetryPolicy
 from .._engine.resume import resume
 from .._engine.retrier import Retrier
 from .._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg, default_budget
-from .body import buffer_async, buffer_sync
+from .body import REPLAY_LIMIT, buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
 from .hosts import per_host
 from .limits import bound_transport
+from .overrides import HELPER_EXTENSION, POLICY_EXTENSION, PolicyResolver
 from .responses import NO_LIMITS, BodyLimits
-from .sdk import SdkAttempt, SdkAttempts
-from .semantics import (
-    HELPER_EXTENSION,
-    IDEMPOTENCY_KEY_HEADER,
-    POLICY_EXTENSION,
-    REPLAY_LIMIT,
-    PolicyResolver,
-    http_profile,
-    sdk_retry_count,
-)
+from .rules import IDEMPOTENCY_KEY_HEADER, http_profile
+from .sdk import SdkAttempt, SdkAttempts, sdk_retry_count
 
 if TYPE_CHECKING:
     from ..fleet import RedisFleet

@@ -169,7 +169,7 @@ def with_setup(scenario: Scenario, setup: str) -> Scenario:
 
 def _http_defaults() -> RetryPolicy:
     """The HTTP transports' default policy, retrying the simulator's failure."""
-    from .._http.semantics import http_policy
+    from .._http.rules import http_policy
 
     return http_policy().replace(retry_on=SimulatedFailure)
 

@@ -1,4 +1,5 @@
-"""HTTP semantics without httpx (`retrymw._http.semantics`): Retry-After, idempotency, URLs."""
+"""HTTP rules without httpx (`retrymw._http.rules` and its neighbours): Retry-After, idempotency,
+URLs."""
 
 from __future__ import annotations
 
@@ -13,19 +14,12 @@ from hypothesis import strategies as st
 
 from retrymw import ConfigError, Outcome, RetryPolicy, on_status
 from retrymw._core.redact import redact_url
-from retrymw._http.semantics import (
-    HTTP_RETRY_ON,
-    MAX_POLICY_NAMES,
-    SERVER_SAYS_RETRY,
-    PolicyResolver,
-    attempt_limit,
-    content_length,
-    cut_timeouts,
-    format_target,
-    http_policy,
-    is_idempotent,
-    parse_retry_after,
-)
+from retrymw._http.body import content_length
+from retrymw._http.hints import parse_retry_after
+from retrymw._http.hosts import format_target
+from retrymw._http.limits import attempt_limit, cut_timeouts
+from retrymw._http.overrides import MAX_POLICY_NAMES, PolicyResolver
+from retrymw._http.rules import HTTP_RETRY_ON, SERVER_SAYS_RETRY, http_policy, is_idempotent
 from retrymw.testing import FakeClock
 
 # 2023-11-14 22:13:20 UTC, a Tuesday: FakeClock's default wall time.
