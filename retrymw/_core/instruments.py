@@ -231,7 +231,7 @@ class Dispatch:
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
         # Whether any hook hears of calls or attempts: a call's first attempt then never runs
-        # bare (`Engine.run_async`).
+        # bare (`Retrier.run_async`).
         self.observes_calls = bool(
             self.call_started or self.attempt_started or self.attempt_finished or self.call_finished
         )

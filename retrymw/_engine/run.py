@@ -1,9 +1,9 @@
 """`CallRun`: one call's state and bookkeeping, shared by the async and sync drivers.
 
-The drivers in `drivers` only execute attempts and sleep; everything a call records between
-them (breaker verdicts, budget tokens, the final value or exception) happens here, the events
-for the instruments are built in `reports`, and every decision is delegated to the pure
-`RetryPolicy.decide`.
+The drivers (`Retrier._drive_async`, `_drive_sync`) only execute attempts and sleep;
+everything a call records between them (breaker verdicts, budget tokens, the final value or
+exception) happens here, the events for the instruments are built in `reports`, and every
+decision is delegated to the pure `RetryPolicy.next_step`.
 """
 
 from __future__ import annotations

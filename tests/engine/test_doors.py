@@ -1,4 +1,4 @@
-"""The engine's doors: every front door hands its call to `Engine.run_async` or `run_sync`.
+"""The engine's doors: every front door hands its call to `Retrier.run_async` or `run_sync`.
 
 A call's first attempt runs bare (no `CallRun`, no events) only when nothing observes or
 bounds it: no instrument hears of calls or attempts, no breaker, throttle or store, no time
