@@ -174,11 +174,11 @@ FRONTIER_SETUPS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "default": {"budget": {}},
         "recommended": {"budget": None, "throttle": {}},
         "breaker": {"budget": {}, "breaker": {}},
-        "0.3 default (3 attempts from 1 s)": {
+        "0.3: 3 attempts, burst 0.1": {
             "policy": {"attempts": 3, "initial_delay": 1.0},
             "budget": {"burst": 0.1, "blip": None},
         },
-        "budget of 0.3": {"budget": {"burst": 0.1, "blip": None}},
+        "4 attempts, burst 0.1": {"budget": {"burst": 0.1, "blip": None}},
         "burst 0.6, no blip": {"budget": {"blip": None}},
         "blip 2 s": {"budget": {"blip": "2s"}},
         "blip 5 s": {"budget": {"blip": "5s"}},
