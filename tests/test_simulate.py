@@ -460,7 +460,10 @@ def test_fleet_settings_are_checked() -> None:
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONTIER_PAGES = (ROOT / "docs" / "protection.md", ROOT / "docs" / "choosing.md")
-FRONTIER_START, FRONTIER_END = "<!-- frontier: python -m tests.test_simulate -->\n", "<!-- /frontier -->"
+FRONTIER_START, FRONTIER_END = (
+    "<!-- frontier: python -m tests.test_simulate -->\n",
+    "<!-- /frontier -->",
+)
 
 
 def with_frontier(text: str, table: str) -> str:
@@ -515,9 +518,10 @@ def test_the_readme_quotes_the_blip_and_outage_figures(
     ]
     low, high = (min(r.amplification for r in long), max(r.amplification for r in long))
     assert f"a 3 s blip at 50 calls/s: {default.blip_success:.3f} of its calls rescued" in readme
-    assert f"outage amplification {low:.3f}–{high:.3f}× for a 120 s outage" in readme
-    assert f"{default.outage_10s:.2f}× for a 10 s one at 50 calls/s" in readme
-    assert f"{default.clients_10s:.2f}× for 1 000 clients at 1 call/s each" in readme
+    times, dash = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"
+    assert f"outage amplification {low:.3f}{dash}{high:.3f}{times} for a 120 s outage" in readme
+    assert f"{default.outage_10s:.2f}{times} for a 10 s one at 50 calls/s" in readme
+    assert f"{default.clients_10s:.2f}{times} for 1 000 clients at 1 call/s each" in readme
 
 
 if __name__ == "__main__":  # rewrite the frontier tables from the simulator

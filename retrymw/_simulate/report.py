@@ -1,10 +1,10 @@
 """What the simulator's figures are reported with: the tables and `jitter_spread`.
 
 `render_table` lays `SimulationResult` rows out as plain text or Markdown, `render_comparison`
-the situation-by-setup rows of `compare`, `render_frontier` the setups of `frontier`; `jitter_spread`
-measures how spread out one jitter kind's delays are once the cap binds, through the real
-`RetryPolicy.decide`. Neither runs the discrete-event loop, so they live apart from it;
-`retrymw.simulate` re-exports and presents them.
+the situation-by-setup rows of `compare`, `render_frontier` the setups of `frontier`;
+`jitter_spread` measures how spread out one jitter kind's delays are once the cap binds,
+through the real `RetryPolicy.decide`. Neither runs the discrete-event loop, so they live
+apart from it; `retrymw.simulate` re-exports and presents them.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def render_comparison(rows: Iterable[Comparison], *, markdown: bool = False) -> 
 
 def render_frontier(points: Iterable[FrontierPoint], *, markdown: bool = False) -> str:
     """Lay out `frontier` points: one line per setup, blip rescue against outage costs."""
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("setup", "3s blip: success", "10s outage", "10s, 1000 clients", "120s outage", "recovered")
     ]
     rows += [
