@@ -3,10 +3,11 @@
 A token bucket: every successful call deposits ``ratio`` tokens, every retry costs one, and
 the bucket holds at most ``max(min_capacity, burst * S)`` (``S``: the successes of the trailing
 ``window``), its floor lending at most ``floor_credit`` retries between two successes. A failure
-that outlasts ``blip`` (retries asked, no success in between) is an outage: its retries are
-denied until a call succeeds. So a short blip is retried through, an outage spends at most what
-its first ``blip`` seconds asked for, and a flaky but healthy dependency is never throttled;
-docs/protection.md has the measurements behind each default.
+that outlasts ``blip`` (retries asked, no success in between) is an outage: until a call
+succeeds only the floor lends. So a short blip is retried through, an outage spends what its
+first ``blip`` seconds asked for (and a low-rate client its floor's credit), and a flaky but
+healthy dependency is never throttled; docs/protection.md has the measurements behind each
+default.
 
 `record_success` takes no lock (one ``next()`` on a `LazyCount`); the successes are folded into
 the bucket under a short lock by the next `try_acquire`, `available` or `statistics`, spread
@@ -97,9 +98,10 @@ class RetryBudget:
             low-rate client.
         blip: how long a failure may last and still be retried through (a duration, or
             ``None`` for no limit). A failure begins with the first retry asked after a
-            success; once it is older than ``blip`` every retry is denied until a call
-            succeeds, so an outage costs what its first ``blip`` seconds asked for and the
-            bucket is kept for the calls in flight when the dependency answers again.
+            success; once it is older than ``blip``, until a call succeeds, only the floor
+            lends (``floor_credit``), so an outage costs what its first ``blip`` seconds asked
+            for and the tokens recent traffic funded are kept for the calls in flight when the
+            dependency answers again.
         clock: where time is read; the system clock by default.
 
     Raises:
@@ -240,8 +242,10 @@ class RetryBudget:
     def try_acquire(self) -> bool:
         """Take one token for a retry; ``False`` means the retry is denied (``throttled``).
 
-        A failure older than ``blip`` is an outage: its retries are denied whatever the bucket
-        holds, also when a fleet shares the budget (the share is not asked).
+        A failure older than ``blip`` is an outage: the tokens recent traffic funded are kept,
+        and only the floor lends (its ``floor_credit`` retries between successes). A fleet's
+        share cannot tell the two apart, so a shared budget denies such a retry without
+        asking the share.
         """
         share = self._share
         if share is not None:
@@ -258,10 +262,13 @@ class RetryBudget:
             return granted
         with self._lock:
             self._fold()
-            if not self._outage(self._last_fold) and self._balance >= 1.0 - _EPSILON:
+            outage = self._outage(self._last_fold)
+            if self._balance >= 1.0 - _EPSILON:
                 # Tokens above what recent traffic funds are the floor's: lent on credit only.
+                # Past blip only they are: the traffic's are kept for the recovery.
                 from_floor = self._balance - 1.0 > self._burst * self._trailing(self._last_fold)
-                if not from_floor or self._credit >= 1.0:
+                allowed = self._credit >= 1.0 if from_floor else not outage
+                if allowed:
                     self._credit -= from_floor
                     self._balance = max(0.0, self._balance - 1.0)
                     self._acquired += 1

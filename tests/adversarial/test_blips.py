@@ -142,6 +142,27 @@ def test_retries_within_blip_go_through_and_stop_after_it() -> None:
     assert stats.blip == 3.0
 
 
+def test_past_blip_the_floor_still_lends_to_a_lone_call() -> None:
+    """A call whose own backoff outlasts ``blip`` (one call, no other traffic) keeps its
+    retries: a fresh budget lends its whole floor, and after low-rate traffic the floor lends
+    its 2 retries between successes, as without ``blip``."""
+    clock = FakeClock()
+    fresh = RetryBudget(clock=clock)
+    granted = []
+    for _ in range(4):
+        granted.append(fresh.try_acquire())
+        clock.advance(8.0)
+    assert granted == [True] * 4
+    low = RetryBudget(clock=clock)
+    warm(clock, low, seconds=10, rate=1)  # 10 successes: 6 tokens funded by traffic, 4 floor
+    granted = []
+    for _ in range(4):
+        granted.append(low.try_acquire())
+        clock.advance(4.0)
+    assert granted == [True, True, False, False]
+    assert low.statistics().available >= 6  # the traffic's tokens, kept
+
+
 def test_a_success_ends_the_failure_and_its_retries_go_through_again() -> None:
     clock = FakeClock()
     budget = RetryBudget(clock=clock)
