@@ -41,7 +41,7 @@ def test_outage_amplification_is_bounded_at_every_rate(scenario: Scenario) -> No
     assert result.success_rate == 0.0
     # The burst is what the outage's first 3 s (the budget's blip) asked for: 5 retries per
     # call/s with the default policy, within the 60% of the trailing 10 s the bucket holds.
-    assert result.retries_admitted <= max(12, 5 * scenario.rate + 2)
+    assert result.retries_admitted <= max(12, 5 * scenario.rate + 4)  # + the floor's 2
 
 
 def test_without_a_budget_an_outage_triples_the_load() -> None:
