@@ -191,12 +191,13 @@ def test_clients_in_step_do_not_herd_with_the_http_defaults() -> None:
 
     The literal measure, all attempts, cannot go below 10x with any retry policy: at 1 call/s
     each second's 1 000 first attempts fall into one of its ten 100 ms slots (10.0 without
-    retries, 11.09 with the HTTP defaults). So the goal is applied to what retries add.
+    retries, 10.88 with the HTTP defaults). So the goal is applied to what retries add (1.05).
     Without jitter they pile onto later rounds: 20x (the issue's 30x, first attempts included).
+    Retries without a budget peak at 3.27x (four attempts since issue 29; 2.38x with three).
     """
     result = run("1000 clients in step", "+ budget")
     assert result.retry_herd_factor <= 3.0
-    assert run("1000 clients in step", "retries alone").retry_herd_factor <= 3.0
+    assert run("1000 clients in step", "retries alone").retry_herd_factor <= 3.5
     no_retries = run("1000 clients in step", "no retries")
     assert no_retries.herd_factor == 10.0  # the workload's own floor
     assert result.herd_factor < 1.2 * no_retries.herd_factor

@@ -2,9 +2,12 @@
 
 A token bucket: every successful call deposits ``ratio`` tokens, every retry costs one, and
 the bucket holds at most ``max(min_capacity, burst * S)`` (``S``: the successes of the trailing
-``window``), its floor lending at most ``floor_credit`` retries between two successes. So an
-outage spends at most what recent traffic put in, and a flaky but healthy dependency is never
-throttled; docs/protection.md has the measurements behind each default.
+``window``), its floor lending at most ``floor_credit`` retries between two successes. A failure
+that outlasts ``blip`` (retries asked, no success in between) is an outage: until a call
+succeeds only the floor lends. So a short blip is retried through, an outage spends what its
+first ``blip`` seconds asked for (and a low-rate client its floor's credit), and a flaky but
+healthy dependency is never throttled; docs/protection.md has the measurements behind each
+default.
 
 `record_success` takes no lock (one ``next()`` on a `LazyCount`); the successes are folded into
 the bucket under a short lock by the next `try_acquire`, `available` or `statistics`, spread
@@ -54,6 +57,10 @@ class RetryBudgetStatistics:
         window: the trailing window in seconds.
         credit_per_success: retries the floor lends between two successes (the
             ``floor_credit`` setting).
+        blip: how long a failure may last and still be retried through, in seconds (the
+            ``blip`` setting); ``None``: no limit.
+        failing_for: seconds since the failure going on began (the first retry asked after
+            the last success); 0 when none is going on.
     """
 
     available: float
@@ -68,6 +75,8 @@ class RetryBudgetStatistics:
     window: float
     floor_credit: float = math.inf
     credit_per_success: int = 2
+    blip: float | None = 3.0
+    failing_for: float = 0.0
 
 
 @final
@@ -87,18 +96,27 @@ class RetryBudget:
         floor_credit: retries the floor (the tokens above ``burst`` times the trailing
             successes) may fund between two successes; it bounds what an outage costs a
             low-rate client.
+        blip: how long a failure may last and still be retried through (a duration, or
+            ``None`` for no limit). A failure begins with the first retry asked after a
+            success; once it is older than ``blip``, until a call succeeds, only the floor
+            lends (``floor_credit``), so an outage costs what its first ``blip`` seconds asked
+            for and the tokens recent traffic funded are kept for the calls in flight when the
+            dependency answers again.
         clock: where time is read; the system clock by default.
 
     Raises:
         ConfigError: a value is out of range; the message names the field.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.4
+       ``blip`` (3 s), and ``burst`` 0.6 (was 0.1): a 3 s blip is retried through.
     """
 
     __slots__ = (
         "__weakref__",
         "_acquired",
         "_balance",
+        "_blip",
         "_burst",
         "_clock",
         "_count_success",
@@ -106,8 +124,10 @@ class RetryBudget:
         "_denied",
         "_epoch",
         "_epoch_end",
+        "_failing_since",
         "_floor_credit",
         "_in_window",
+        "_last_ask",
         "_last_fold",
         "_lock",
         "_min_capacity",
@@ -123,14 +143,15 @@ class RetryBudget:
         self,
         *,
         ratio: float = 0.3,
-        burst: float = 0.1,
+        burst: float = 0.6,
         window: Any = "10s",
         min_capacity: float = 10.0,
         floor_credit: int = 2,
+        blip: Any = "3s",
         clock: Clock | None = None,
     ) -> None:
         self._ratio = _non_negative(ratio, "ratio", "0.3")
-        self._burst = _non_negative(burst, "burst", "0.1")
+        self._burst = _non_negative(burst, "burst", "0.6")
         self._min_capacity = _non_negative(min_capacity, "min_capacity", "10")
         if (
             isinstance(floor_credit, bool)
@@ -140,6 +161,7 @@ class RetryBudget:
             raise ConfigError("floor_credit", shown(floor_credit), "must be an integer >= 0", "2")
         self._floor_credit = floor_credit
         self._window = bounded_duration(window, "window", '"10s"')
+        self._blip = None if blip is None else bounded_duration(blip, "blip", '"3s"')
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._lock = threading.Lock()
         self._share: Any = None  # a fleet's share (retrymw.fleet), deciding instead of the bucket
@@ -154,6 +176,9 @@ class RetryBudget:
         # record_success() only counts; _fold() takes the count under the lock.
         self._successes = LazyCount()
         self._balance = self._min_capacity
+        # The failure going on: since when retries are asked with no success between them.
+        self._failing_since: float | None = None
+        self._last_ask = -math.inf
         self._acquired = 0
         self._denied = 0
         # What `record_success` does, as a callable the plain success path calls without a Python
@@ -191,6 +216,7 @@ class RetryBudget:
             window=self._window,
             min_capacity=self._min_capacity,
             floor_credit=self._floor_credit,
+            blip=self._blip,
             clock=self._clock,
         )
 
@@ -214,9 +240,21 @@ class RetryBudget:
         )
 
     def try_acquire(self) -> bool:
-        """Take one token for a retry; ``False`` means the retry is denied (``throttled``)."""
+        """Take one token for a retry; ``False`` means the retry is denied (``throttled``).
+
+        A failure older than ``blip`` is an outage: the tokens recent traffic funded are kept,
+        and only the floor lends (its ``floor_credit`` retries between successes). A fleet's
+        share cannot tell the two apart, so a shared budget denies such a retry without
+        asking the share.
+        """
         share = self._share
         if share is not None:
+            with self._lock:
+                self._fold()
+                outage = self._outage(self._last_fold)
+                self._denied += outage
+            if outage:
+                return False
             granted: bool = share.try_acquire()
             with self._lock:
                 self._acquired += granted
@@ -224,10 +262,13 @@ class RetryBudget:
             return granted
         with self._lock:
             self._fold()
+            outage = self._outage(self._last_fold)
             if self._balance >= 1.0 - _EPSILON:
                 # Tokens above what recent traffic funds are the floor's: lent on credit only.
+                # Past blip only they are: the traffic's are kept for the recovery.
                 from_floor = self._balance - 1.0 > self._burst * self._trailing(self._last_fold)
-                if not from_floor or self._credit >= 1.0:
+                allowed = self._credit >= 1.0 if from_floor else not outage
+                if allowed:
                     self._credit -= from_floor
                     self._balance = max(0.0, self._balance - 1.0)
                     self._acquired += 1
@@ -259,6 +300,8 @@ class RetryBudget:
                 window=self._window,
                 floor_credit=self._credit,
                 credit_per_success=self._floor_credit,
+                blip=self._blip,
+                failing_for=self._failing_for(self._last_fold),
             )
 
     def __repr__(self) -> str:
@@ -269,6 +312,23 @@ class RetryBudget:
         )
 
     # -- internals (the caller holds the lock) ---------------------------------------------------
+
+    def _outage(self, now: float) -> bool:
+        """Note a retry asked at ``now``; whether the failure going on has outlasted ``blip``.
+
+        A failure begins with the first retry asked after a success, or after a whole
+        ``window`` without any retry asked (what happened in between is not known).
+        """
+        if self._failing_since is None or now - self._last_ask > self._window:
+            self._failing_since = now
+        self._last_ask = now
+        return self._blip is not None and now - self._failing_since > self._blip
+
+    def _failing_for(self, now: float) -> float:
+        since = self._failing_since
+        if since is None or now - self._last_ask > self._window:
+            return 0.0
+        return now - since
 
     def _capacity(self, window_successes: float) -> float:
         return max(self._min_capacity, self._burst * window_successes)
@@ -283,6 +343,7 @@ class RetryBudget:
             self._spread(new, self._last_fold, now)
             self._balance += new * self._ratio
             self._credit = self._floor_credit  # any success renews the floor's credit
+            self._failing_since = None  # and ends the failure going on
         self._last_fold = now
         self._balance = min(self._balance, self._capacity(self._trailing(now)))
 

@@ -41,9 +41,26 @@ from .._protect.budget import RetryBudget
 from .._protect.throttle import AdaptiveThrottle
 from ..testing import FakeClock
 from .fleet import FleetSettings, Synchroniser
-from .scenarios import SETUPS, Scenario, SimulatedFailure, situations, with_setup
+from .scenarios import (
+    FRONTIER_SETUPS,
+    SETUPS,
+    Scenario,
+    SimulatedFailure,
+    frontier_scenarios,
+    situations,
+    with_setup,
+)
 
-__all__ = ["Comparison", "Scenario", "SimulatedFailure", "SimulationResult", "compare", "simulate"]
+__all__ = [
+    "Comparison",
+    "FrontierPoint",
+    "Scenario",
+    "SimulatedFailure",
+    "SimulationResult",
+    "compare",
+    "frontier",
+    "simulate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,3 +426,49 @@ def compare(
         for scenario in (situations() if scenarios is None else scenarios)
         for setup in chosen
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierPoint:
+    """What one setup rescues of a blip and costs in an outage (see `frontier`).
+
+    Attributes:
+        setup: the setup's name (`FRONTIER_SETUPS`).
+        blip_success: success of the calls arriving during a 3 s blip at 50 calls/s.
+        outage_10s: amplification of a 10 s outage at 50 calls/s.
+        clients_10s: amplification of a 10 s outage for 1 000 clients x 1 call/s.
+        outage_120s: amplification of a 120 s outage at 100 calls/s.
+        recovered_in: seconds after the 10 s outage at 50 calls/s until every second of
+            calls succeeds at >= 0.99.
+    """
+
+    setup: str
+    blip_success: float
+    outage_10s: float
+    clients_10s: float
+    outage_120s: float
+    recovered_in: float
+
+
+def frontier(setups: Iterable[str] | None = None, *, seed: int = 0) -> list[FrontierPoint]:
+    """Run the `frontier_scenarios` with each setup (all of `FRONTIER_SETUPS` by default).
+
+    .. versionadded:: 0.4
+    """
+    points = []
+    for name in FRONTIER_SETUPS if setups is None else setups:
+        blip, outage, clients, long = (
+            simulate(with_setup(scenario, FRONTIER_SETUPS[name]), seed=seed)
+            for scenario in frontier_scenarios()
+        )
+        points.append(
+            FrontierPoint(
+                setup=name,
+                blip_success=blip.success_rate,
+                outage_10s=outage.amplification,
+                clients_10s=clients.amplification,
+                outage_120s=long.amplification,
+                recovered_in=outage.recovered_in or 0.0,
+            )
+        )
+    return points

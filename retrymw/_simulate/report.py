@@ -1,10 +1,10 @@
 """What the simulator's figures are reported with: the tables and `jitter_spread`.
 
 `render_table` lays `SimulationResult` rows out as plain text or Markdown, `render_comparison`
-the situation-by-setup rows of `compare`; `jitter_spread`
-measures how spread out one jitter kind's delays are once the cap binds, through the real
-`RetryPolicy.decide`. Neither runs the discrete-event loop, so they live apart from it;
-`retrymw.simulate` re-exports and presents them.
+the situation-by-setup rows of `compare`, `render_frontier` the setups of `frontier`;
+`jitter_spread` measures how spread out one jitter kind's delays are once the cap binds,
+through the real `RetryPolicy.decide`. Neither runs the discrete-event loop, so they live
+apart from it; `retrymw.simulate` re-exports and presents them.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from .._core.events import Outcome
 from .._core.policy import CallState, Retry, RetryPolicy
 
 if TYPE_CHECKING:
-    from .engine import Comparison, SimulationResult
+    from .engine import Comparison, FrontierPoint, SimulationResult
 
-__all__ = ["JitterSpread", "jitter_spread", "render_comparison", "render_table"]
+__all__ = ["JitterSpread", "jitter_spread", "render_comparison", "render_frontier", "render_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +131,25 @@ def render_comparison(rows: Iterable[Comparison], *, markdown: bool = False) -> 
             )
         )
     return _layout(table, markdown=markdown)
+
+
+def render_frontier(points: Iterable[FrontierPoint], *, markdown: bool = False) -> str:
+    """Lay out `frontier` points: one line per setup, blip rescue against outage costs."""
+    rows: list[tuple[str, ...]] = [
+        ("setup", "3s blip: success", "10s outage", "10s, 1000 clients", "120s outage", "recovered")
+    ]
+    rows += [
+        (
+            point.setup,
+            f"{point.blip_success:.3f}",
+            f"{point.outage_10s:.3f}x",
+            f"{point.clients_10s:.3f}x",
+            f"{point.outage_120s:.3f}x",
+            f"{point.recovered_in:g}s",
+        )
+        for point in points
+    ]
+    return _layout(rows, markdown=markdown)
 
 
 def _layout(rows: list[tuple[str, ...]], *, markdown: bool) -> str:

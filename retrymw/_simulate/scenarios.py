@@ -3,8 +3,10 @@
 `SETUPS` are the five ways to protect a client the issue compares (no retries, retries alone,
 + budget, + budget + breaker, + budget + throttle) and the one the docs recommend behind a
 balancer (retries + throttle); `situations` are the failures they are compared in, and
-`with_setup` applies a setup to a scenario. Each run builds the real objects from these
-arguments (`retrymw._simulate.engine`).
+`with_setup` applies a setup to a scenario. `FRONTIER_SETUPS` and `frontier_scenarios` are
+the frontier's: what the setups users pick rescue of a blip and cost in an outage, on the HTTP
+transports' default policy. Each run builds the real objects from these arguments
+(`retrymw._simulate.engine`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 
 __all__ = [
+    "FRONTIER_SETUPS",
     "SETUPS",
     "Scenario",
     "SimulatedFailure",
     "fleet_scenarios",
+    "frontier_scenarios",
+    "http_defaults",
     "situations",
     "suite",
     "with_setup",
@@ -157,17 +162,44 @@ SETUPS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 
 
-def with_setup(scenario: Scenario, setup: str) -> Scenario:
-    """``scenario`` with one of the `SETUPS` (its breaker and throttle replaced, not added)."""
-    fields = dict(SETUPS[setup])
-    policy = scenario.policy
+#: The setups users pick, as the frontier table names them (docs/choosing.md), in the form of
+#: `SETUPS` (``policy``: changes to the scenario's policy): no protection (retries alone), the
+#: transports' default (the default budget), the recommended one (retries + throttle: it keeps
+#: a partial failure's retries) and a breaker (with the default budget); then the budgets the
+#: default was chosen among, on the same policy: the 0.3 default (``burst`` 0.1, no ``blip``),
+#: a larger bucket without ``blip``, and ``blip`` at 2 s and 5 s.
+FRONTIER_SETUPS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "no protection": {"budget": None},
+        "default": {"budget": {}},
+        "recommended": {"budget": None, "throttle": {}},
+        "breaker": {"budget": {}, "breaker": {}},
+        "0.3: 3 attempts, burst 0.1": {
+            "policy": {"attempts": 3, "initial_delay": 1.0},
+            "budget": {"burst": 0.1, "blip": None},
+        },
+        "4 attempts, burst 0.1": {"budget": {"burst": 0.1, "blip": None}},
+        "burst 0.6, no blip": {"budget": {"blip": None}},
+        "blip 2 s": {"budget": {"blip": "2s"}},
+        "blip 5 s": {"budget": {"blip": "5s"}},
+    }
+)
+
+
+def with_setup(scenario: Scenario, setup: str | Mapping[str, Any]) -> Scenario:
+    """``scenario`` with one of the `SETUPS` (its breaker and throttle replaced, not added).
+
+    ``setup`` is a name of `SETUPS` or a setup of the same form (`FRONTIER_SETUPS`' values).
+    """
+    fields = dict(SETUPS[setup] if isinstance(setup, str) else setup)
+    policy = scenario.policy.replace(**fields.pop("policy", {}))
     if "attempts" in fields:
         policy = policy.replace(attempts=fields.pop("attempts"))
     changes: dict[str, Any] = {"breaker": None, "throttle": None, "budget": _DEFAULTS, **fields}
     return dataclasses.replace(scenario, policy=policy, **changes)
 
 
-def _http_defaults() -> RetryPolicy:
+def http_defaults() -> RetryPolicy:
     """The HTTP transports' default policy, retrying the simulator's failure."""
     from .._http.rules import http_policy
 
@@ -203,7 +235,31 @@ def situations() -> list[Scenario]:
             surge=3,
         ),
         Scenario("1000 clients x 1/s", **many),
-        Scenario("1000 clients in step", synchronized=True, policy=_http_defaults(), **many),
+        Scenario("1000 clients in step", synchronized=True, policy=http_defaults(), **many),
+    ]
+
+
+def frontier_scenarios() -> list[Scenario]:
+    """The frontier's runs, on the HTTP transports' default policy, after 30 s of health.
+
+    A 3 s blip at 50 calls/s (what a setup rescues); a 10 s outage at 50 calls/s, and 1 000
+    clients x 1 call/s through one (what rescuing blips costs, since an outage's first seconds
+    look like a blip); a 120 s outage at 100 calls/s (what a long outage costs).
+    """
+    policy = http_defaults()
+    return [
+        Scenario("blip 3s 50/s", rate=50, duration=40, warmup=30, fault=3, policy=policy),
+        Scenario("outage 10s 50/s", rate=50, duration=60, warmup=30, fault=10, policy=policy),
+        Scenario(
+            "outage 10s 1000 clients x 1/s",
+            rate=1,
+            duration=50,
+            warmup=30,
+            fault=10,
+            clients=1000,
+            policy=policy,
+        ),
+        Scenario("outage 120s 100/s", rate=100, duration=160, warmup=30, fault=120, policy=policy),
     ]
 
 

@@ -223,11 +223,12 @@ async def test_retried_below_in_metrics_spans_and_logs(
 # -- HTTP: transports and helpers ---------------------------------------------------------------
 
 
-def test_retrier_around_a_retrying_sync_client_sends_three_requests(
+def test_retrier_around_a_retrying_sync_client_sends_only_the_transports_attempts(
     clock: FakeClock, server: FlakyServer
 ) -> None:
-    """Goal: the transport retries a 503 three times and gives up; raise_for_status's error
-    carries its response's mark, so the Retrier around it does not repeat: 3 requests, not 9."""
+    """Goal: the transport makes its default policy's 4 attempts at a 503 and gives up;
+    raise_for_status's error carries its response's mark, so the Retrier around it does not
+    repeat: 4 requests, not 12."""
     url = server.script(503)
     outer = retrier(clock, retry_on=[httpx.HTTPStatusError])
     with httpx.Client(transport=RetryTransport(clock=clock, budget=None)) as client:
@@ -237,10 +238,10 @@ def test_retrier_around_a_retrying_sync_client_sends_three_requests(
 
         with pytest.raises(httpx.HTTPStatusError):
             outer.call_sync(fetch)
-    assert server.served(url) == 3
+    assert server.served(url) == 4
 
 
-async def test_retrier_around_a_retrying_async_client_sends_three_requests(
+async def test_retrier_around_a_retrying_async_client_sends_only_the_transports_attempts(
     clock: FakeClock, server: FlakyServer
 ) -> None:
     """The same through the async transport, the outer Retrier judging the response itself,
@@ -254,7 +255,7 @@ async def test_retrier_around_a_retrying_async_client_sends_three_requests(
 
         response = await outer.call(fetch)
     assert response.status_code == 503
-    assert server.served(url) == 3
+    assert server.served(url) == 4
 
     dead = "http://127.0.0.1:9/"  # never reached: the mock refuses every connection
     calls: list[int] = []
@@ -271,7 +272,7 @@ async def test_retrier_around_a_retrying_async_client_sends_three_requests(
 
         with pytest.raises(httpx.ConnectError):
             await retrier(clock, retry_on=["network"]).call(connect)
-    assert len(calls) == 3
+    assert len(calls) == 4
 
 
 async def test_retrier_around_the_request_helper(clock: FakeClock, server: FlakyServer) -> None:

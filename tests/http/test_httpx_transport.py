@@ -338,8 +338,8 @@ async def test_last_exception_is_raised_with_a_note(clock: FakeClock) -> None:
     async with async_client(script, clock) as client:
         with pytest.raises(httpx.ConnectError) as caught:
             await client.get(URL)
-    assert len(script.requests) == 3
-    assert "gave up after attempt 3 of 3" in notes(caught.value)[-1]
+    assert len(script.requests) == 4  # the default policy's 4 attempts
+    assert "gave up after attempt 4 of 4" in notes(caught.value)[-1]
 
 
 # -- response disposal ---------------------------------------------------------------------------
@@ -406,12 +406,12 @@ async def test_only_small_superseded_bodies_are_drained(
 async def test_final_response_of_exhausted_call_is_returned_open(clock: FakeClock) -> None:
     """When every attempt gets a 503, the last 503 is returned open and readable."""
     log: list[str] = []
-    streams = [TrackedStream(f"#{i}", log, b"busy") for i in range(3)]
+    streams = [TrackedStream(f"#{i}", log, b"busy") for i in range(4)]
     script = Script(*(httpx.Response(503, stream=s) for s in streams))
     client = async_client(script, clock)
     async with client, client.stream("GET", URL) as response:
-        assert response.extensions[ATTEMPTS_EXTENSION] == 3
-        assert [s.closed for s in streams] == [True, True, False]
+        assert response.extensions[ATTEMPTS_EXTENSION] == 4  # the default policy's 4 attempts
+        assert [s.closed for s in streams] == [True, True, True, False]
         assert await response.aread() == b"busy"
 
 
@@ -621,7 +621,7 @@ def test_sdk_retry_count_is_kept_true_and_sdk_retries_run_once(
             client.get(URL, headers={"x-stainless-retry-count": "1"})
             client.get(URL, headers={"x-stainless-retry-count": "2"})
         client.get(URL, headers={"x-stainless-retry-count": "soon"})
-    assert counts == ["0", "1", "2", "1", "2", "soon", "soon", "soon"]
+    assert counts == ["0", "1", "2", "3", "1", "2", "soon", "soon", "soon", "soon"]
     assert [record.levelname for record in caplog.records] == ["WARNING"]
     assert "max_retries=0" in caplog.records[0].getMessage()
 
@@ -968,7 +968,7 @@ async def test_async_transport_closes_and_enters_the_inner_one() -> None:
     assert closed == ["closed"]
     await AsyncRetryTransport(Inner(), instruments=()).aclose()
     assert closed == ["closed", "closed"]
-    assert "policy='default' attempts=3" in repr(transport)
+    assert "policy='default' attempts=4" in repr(transport)
 
 
 def test_sync_transport_closes_and_enters_the_inner_one() -> None:
@@ -984,7 +984,7 @@ def test_sync_transport_closes_and_enters_the_inner_one() -> None:
 
     with RetryTransport(Inner(), instruments=()) as transport:
         assert isinstance(transport, RetryTransport)
-        assert transport.retrier.policy.attempts == 3
+        assert transport.retrier.policy.attempts == 4
     RetryTransport(Inner(), instruments=()).close()
     assert closed == ["closed", "closed"]
     with RetryTransport(instruments=()) as default:
@@ -1290,12 +1290,13 @@ def test_circuit_opening_during_the_backoff_raises_instead_of_returning_a_closed
 
 
 async def test_the_default_policy_jitters(clock: FakeClock) -> None:
-    """The transport's default policy uses full jitter: each delay is drawn in [0, backoff]."""
+    """The transport's default policy uses full jitter: each delay is drawn in [0, backoff]
+    (2 s, then 4 s)."""
     script = Script(*([503] * 2 + [200]) * 20)
     async with async_client(script, clock) as client:
         for _ in range(20):
             assert (await client.get(URL)).status_code == 200
     firsts, seconds = clock.sleeps[0::2], clock.sleeps[1::2]
-    assert all(0.0 <= delay <= 1.0 for delay in firsts)
-    assert all(0.0 <= delay <= 2.0 for delay in seconds)
+    assert all(0.0 <= delay <= 2.0 for delay in firsts)
+    assert all(0.0 <= delay <= 4.0 for delay in seconds)
     assert len(set(clock.sleeps)) == len(clock.sleeps)  # spread, not the same delays

@@ -59,30 +59,35 @@ def test_ten_successes_buy_one_retry_despite_float_rounding(clock: FakeClock) ->
     assert budget.available() == 0.0
 
 
-def test_outage_spends_only_what_the_bucket_held(clock: FakeClock) -> None:
-    """Failures deposit nothing, so an outage admits at most the balance it started with."""
-    budget = RetryBudget(clock=clock)
-    traffic(budget, clock, rate=100, seconds=10)
+@pytest.mark.parametrize("blip", [None, "3s"], ids=["no-blip", "blip-3s"])
+def test_outage_spends_only_what_the_bucket_held(clock: FakeClock, blip: str | None) -> None:
+    """Failures deposit nothing, so an outage admits at most the balance it started with;
+    with ``blip`` (the default) only what its first 3 s asked for."""
+    budget = RetryBudget(clock=clock, blip=blip)
+    traffic(budget, clock, rate=100, seconds=20)  # 0.3 a success: 20 s fill the 600 tokens
     held = budget.available()
-    assert held == pytest.approx(100.0, rel=0.05)
+    assert held == pytest.approx(600.0, rel=0.05)
     admitted = 0
     for _ in range(120 * 100):  # 120 s of failing calls at 100/s, each asking for a retry
         clock.advance(0.01)
         admitted += budget.try_acquire()
-    # The cap shrinks as the healthy traffic ages out, so the last fraction may go unspent.
-    assert held - 2 <= admitted <= held
+    if blip is None:
+        # The cap shrinks as the healthy traffic ages out, so the last fraction may go unspent.
+        assert held - 2 <= admitted <= held
+    else:
+        assert 299 <= admitted <= 303  # 3 s of asks at 100/s, then the floor's 2
 
 
 @pytest.mark.parametrize(
     ("rate", "expected"),
     [
-        pytest.param(2, 10.0, id="2/s-floor"),
-        pytest.param(10, 10.0, id="10/s"),
-        pytest.param(100, 100.0, id="100/s"),
-        pytest.param(1000, 1000.0, id="1000/s"),
+        pytest.param(1, 10.0, id="1/s-floor"),
+        pytest.param(2, 12.0, id="2/s"),
+        pytest.param(100, 600.0, id="100/s"),
+        pytest.param(1000, 6000.0, id="1000/s"),
     ],
 )
-def test_capacity_is_a_tenth_of_trailing_successes(
+def test_capacity_is_six_tenths_of_trailing_successes(
     clock: FakeClock, rate: int, expected: float
 ) -> None:
     """The cap follows the client's own trailing-10 s traffic, floored at min_capacity."""
@@ -112,7 +117,7 @@ def test_successes_folded_late_are_spread_over_the_quiet_period(clock: FakeClock
     stats = budget.statistics()
     assert stats.deposits == 36_000
     assert stats.window_successes == pytest.approx(100.0, rel=0.01)
-    assert stats.capacity == pytest.approx(10.0)
+    assert stats.capacity == pytest.approx(60.0, rel=0.01)
 
 
 def test_successes_in_the_current_slot_count_in_full(clock: FakeClock) -> None:

@@ -21,8 +21,9 @@ def test_a_fresh_budget_lends_its_whole_floor(clock: FakeClock) -> None:
 def test_after_traffic_the_floor_lends_two_retries_until_the_next_success(
     clock: FakeClock,
 ) -> None:
-    """A low-rate client (10 successes in 10 s) gets 2 floor retries, then one per success."""
-    budget = RetryBudget(clock=clock)
+    """A low-rate client (10 successes in 10 s) gets 2 floor retries, then one per success
+    (with burst 0.1: only 1 token of the 10 is traffic-funded)."""
+    budget = RetryBudget(clock=clock, burst=0.1)
     for _ in range(10):
         budget.record_success()
         clock.advance(1)
@@ -37,10 +38,10 @@ def test_after_traffic_the_floor_lends_two_retries_until_the_next_success(
 def test_traffic_funded_tokens_need_no_credit(clock: FakeClock) -> None:
     """At 100 calls/s the capacity is the traffic's own: every token funds a retry."""
     budget = RetryBudget(clock=clock, floor_credit=0)
-    for _ in range(1000):
+    for _ in range(2000):  # 20 s: 0.3 tokens a success fill the 600 of the capacity
         budget.record_success()
         clock.advance(0.01)
-    assert sum(budget.try_acquire() for _ in range(200)) == 100
+    assert sum(budget.try_acquire() for _ in range(700)) == 600
 
 
 def test_clone_keeps_the_floor_credit(clock: FakeClock) -> None:
@@ -76,7 +77,8 @@ def test_many_low_rate_clients_are_bounded_in_an_outage() -> None:
     result = simulate(scenario)
     assert result.calls == 10_000
     assert result.amplification <= 1.25
-    whole_floor = simulate(Scenario(**{**_fields(scenario), "budget": {"floor_credit": 100}}))
+    spendable = {"floor_credit": 100, "blip": None}
+    whole_floor = simulate(Scenario(**{**_fields(scenario), "budget": spendable}))
     assert whole_floor.amplification == 2.0  # what the credit rule prevents
 
 
