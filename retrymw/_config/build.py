@@ -40,7 +40,7 @@ COMPONENTS = ("breakers", "budgets", "throttles")
 # be a count).
 _COMPONENT_DURATIONS = {
     "breakers": ("recovery_timeout", "max_recovery_timeout"),
-    "budgets": ("window",),
+    "budgets": ("window", "blip"),
     "throttles": ("window",),
 }
 _COMPONENT_EXAMPLES = {

@@ -3,7 +3,7 @@
 A transport talks to many hosts, and one circuit shared by them all turns one dead host into
 refused calls to every healthy one (and a dead host between healthy ones may never trip it).
 So a plain `CircuitBreaker` given to a transport is the template of one circuit per host, as
-``PerTarget(CircuitBreaker(...))`` is (DESIGN §15): each host's circuit is named
+``PerTarget(CircuitBreaker(...))`` is: each host's circuit is named
 ``"<name>:<host>"`` in every event and metric. A `PerTarget` is used as it is.
 
 The same template given to several transports (``config.transport(name)`` builds one per call)

@@ -7,7 +7,7 @@ that request once, so that the attempts do not multiply. But a header proves not
 who set it: a service that forwards its caller's headers hands its transport the *caller's*
 count, and sending that request once would strip the service of its retries.
 
-So a count counts only when it is the SDK in this process retrying (DESIGN §12, §15). The
+So a count counts only when it is the SDK in this process retrying (docs/sdks.md). The
 SDK retries in the same task or thread, through the same client, the request it just sent,
 and only after that request failed. The transport remembers, per task or thread
 (a ``ContextVar``), the last counted request that failed: a count ``n >= 1`` is the SDK

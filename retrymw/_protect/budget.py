@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -119,7 +118,6 @@ class RetryBudget:
         "_blip",
         "_burst",
         "_clock",
-        "_count_success",
         "_credit",
         "_denied",
         "_epoch",
@@ -181,11 +179,6 @@ class RetryBudget:
         self._last_ask = -math.inf
         self._acquired = 0
         self._denied = 0
-        # What `record_success` does, as a callable the plain success path calls without a Python
-        # frame: the counter's own step while no fleet shares the budget.
-        self._count_success: Callable[[], object] = (
-            self._successes.__next__ if self._share is None else self._count_shared_success
-        )
         self._slots = [0.0] * _RING
         self._in_window = 0.0
         now = self._clock.now()
@@ -221,12 +214,12 @@ class RetryBudget:
         )
 
     def record_success(self) -> None:
-        """Deposit for one call that ended in success. Lock-free: one atomic counter step."""
-        self._count_success()
-
-    def _count_shared_success(self) -> None:
+        """Deposit for one call that ended in success. Lock-free: one atomic counter step (and
+        the fleet's share's, when shared)."""
         next(self._successes)
-        self._share.record_success()
+        share = self._share
+        if share is not None:
+            share.record_success()
 
     def share_with(self, share: Any, /) -> None:
         """Spend a fleet's leased tokens from now on (`retrymw.fleet`); ``None``: locally again.
@@ -235,9 +228,6 @@ class RetryBudget:
         non-blocking.
         """
         self._share = share
-        self._count_success = (
-            self._successes.__next__ if share is None else self._count_shared_success
-        )
 
     def try_acquire(self) -> bool:
         """Take one token for a retry; ``False`` means the retry is denied (``throttled``).

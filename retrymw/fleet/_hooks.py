@@ -1,7 +1,7 @@
 """The hooks a fleet needs on the protection objects: small, sync and non-blocking.
 
-The fleet never wraps or replaces the object the user holds (DESIGN §5: the object given is the
-live state). It attaches to it through these methods, which `RetryBudget`, `CircuitBreaker`,
+The fleet never wraps or replaces the object the user holds (the object given is the live
+state). It attaches to it through these methods, which `RetryBudget`, `CircuitBreaker`,
 `AdaptiveThrottle` and `PerTarget` provide:
 
 * ``RetryBudget.share_with(share)``: from now on ``try_acquire`` spends the share's leased

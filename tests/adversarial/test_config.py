@@ -659,3 +659,12 @@ def test_a_policy_without_jitter_of_its_own_keeps_it_unset_through_a_round_trip(
     again = load_config({"policies": {"api": to_mapping(chosen)}}).policy("api")
     assert again.sets_jitter
     assert not again.with_default_jitter("full").jitter
+
+
+def test_a_budgets_blip_is_a_duration_in_config() -> None:
+    """`blip` was passed through raw: ``blip: 5`` (no unit) made a 5 s budget where every other
+    duration in a file must carry its unit, and ``"5s"`` reached the budget unparsed."""
+    loaded = load_config({"policies": {"api": {}}, "budgets": {"api": {"blip": "500ms"}}})
+    assert loaded.budget("api").statistics().blip == 0.5
+    with pytest.raises(ConfigError, match=r"budgets\.api\.blip"):
+        load_config({"policies": {"api": {}}, "budgets": {"api": {"blip": 5}}}).budget("api")
