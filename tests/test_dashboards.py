@@ -883,7 +883,9 @@ def test_every_scenario_reached_prometheus(live):
     assert states == {"closed", "open"}
     entered = positive(f"sum by ({names.LABEL_CIRCUIT_STATE}) (retrymw_circuit_transitions_total)")
     assert entered == {"closed", "open", "half_open"}
-    assert prometheus.value("min(min_over_time(retrymw_retry_budget_available[5m]))") < 1
+    # Spent below a fresh budget's 10 tokens; not drained to 0: past its blip a budget keeps
+    # what recent traffic funded for the recovery (denials read "throttled", above).
+    assert prometheus.value("min(min_over_time(retrymw_retry_budget_available[5m]))") < 10
     # Admitted calls only: the throttle's shed calls and the breaker's refusals made no attempt.
     amplification = prometheus.value(
         f"sum(increase({attempts}[5m])) / sum(increase({calls}"
