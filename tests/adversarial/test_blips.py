@@ -246,7 +246,8 @@ def test_a_shared_budget_follows_the_same_rule_without_asking_the_fleet() -> Non
 def test_a_3s_blip_on_a_real_loopback_server_is_rescued_by_the_transport_defaults() -> None:
     """The simulator's blip against a real server on 127.0.0.1 and a real `AsyncRetryTransport`
     with its defaults: 30 s of healthy traffic at 50 calls/s, then 3 s of 503s, then health.
-    >= 0.95 of the calls that arrive during the blip succeed (0.00 with the old defaults).
+    >= 0.95 of the calls that arrive during the blip succeed (145 of 150; 0 with the old
+    defaults).
 
     Virtual time (`LoopClock` on the asyncio loop, jumping while every task waits), so the
     backoff waits of up to 14 s cost nothing real; the server reads the same clock.
