@@ -22,6 +22,7 @@ import pytest
 from retrymw import AdaptiveThrottle, RetryBudget
 from retrymw._protect.throttle import AdaptiveThrottleStatistics
 from retrymw.fleet import RedisFleet
+from retrymw.testing import FakeClock
 from tests.fleet.conftest import RedisServer, redis_server
 
 __all__ = ["redis_server"]
@@ -75,9 +76,10 @@ def _outage_grants(server: RedisServer, *, liar: bool) -> int:
     """Retries granted to 4 honest members in an outage, beside a lying fifth or not."""
     fleets = _members(server, 5 if liar else 4, f"skew-{uuid.uuid4().hex[:6]}")
     try:
-        # Without the blip rule: what the lease grants, not how long the loop took in real time
-        # (past 3 s of failure the honest members would stop asking, whatever the liar said).
-        budgets = [RetryBudget(blip=None) for _ in fleets]
+        # On a clock of its own, without the blip rule: what the lease grants, not how long the
+        # loop took in real time (a loaded machine once let 137 through against 45).
+        clock = FakeClock()
+        budgets = [RetryBudget(blip=None, clock=clock) for _ in fleets]
         for fleet, budget in zip(fleets, budgets, strict=True):
             fleet.attach(budget, target="db")
         for _ in range(20):  # health: 5 successes per member per step
