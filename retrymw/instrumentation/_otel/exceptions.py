@@ -17,6 +17,7 @@ from opentelemetry.trace import (
 
 from ..._core.redact import exception_text, redact_text
 from .. import _names as names
+from .._http_semconv import qualified_name
 
 __all__ = [
     "EXCEPTION_SIGNAL_OPT_IN",
@@ -25,22 +26,6 @@ __all__ = [
     "qualified_name",
     "record_exception",
 ]
-
-
-def qualified_name(error: BaseException) -> str:
-    """The exception's class name, qualified by its module unless it is a builtin
-    (``httpx.ConnectError``, ``OSError``): the semantic conventions' ``exception.type`` and,
-    on spans, ``error.type`` ("its canonical class name identifying the type")."""
-    try:
-        kind = type(error)
-        module = kind.__module__
-        return (
-            f"{module}.{kind.__qualname__}"
-            if module and module != "builtins"
-            else kind.__qualname__
-        )
-    except Exception:  # a hostile metaclass: the description still goes out
-        return "Exception"
 
 
 def exception_attributes(error: BaseException) -> dict[str, Any]:
