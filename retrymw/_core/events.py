@@ -103,7 +103,8 @@ class CallStarted(NamedTuple):
 
 
 class AttemptStarted(NamedTuple):
-    """An attempt begins; ``attempt`` is 1 for the first execution."""
+    """An attempt begins; ``attempt`` is 1 for the first execution. ``hedge``: an extra copy
+    of attempt ``attempt`` sent by a `Hedge` (docs/hedging.md)."""
 
     policy: str
     target: str
@@ -111,6 +112,7 @@ class AttemptStarted(NamedTuple):
     attempt: int
     max_attempts: int
     request: object = None
+    hedge: bool = False
 
 
 class BodyRead(NamedTuple):
@@ -136,6 +138,10 @@ class AttemptFinished(NamedTuple):
     and must not keep it alive. The attempt that produced the response an HTTP call returns
     ends when its body has been read or closed, and ``body`` says how; a body cut
     or stalled makes that attempt ``failed`` with the read's exception.
+
+    ``hedge``: an extra copy sent by a `Hedge`; ``success`` if its answer won, else
+    ``failed`` (``error_type`` ``"cancelled"`` when another copy won first). The attempt
+    ``attempt`` itself is reported as usual, with the outcome of the copy that won.
     """
 
     policy: str
@@ -149,6 +155,7 @@ class AttemptFinished(NamedTuple):
     exception: BaseException | None = None
     result: object = None
     body: BodyRead | None = None
+    hedge: bool = False
 
 
 class RetryScheduled(NamedTuple):

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from .._core.instruments import NO_SCOPES
+from .._core.matchers import status_of
 from .callables import refuse_unawaitable
 
 if TYPE_CHECKING:
@@ -55,12 +57,13 @@ class _Race:
         self.result: object = None
         self.error: Exception | None = None
 
-    async def answered(self, copy: int, result: object, error: Exception | None) -> None:
-        """Copy ``copy`` answered: it wins, waits as the failure held, or is disposed of."""
+    async def answered(self, copy: int, result: object, error: Exception | None) -> bool:
+        """Copy ``copy`` answered: it wins, is held as the failure, or, when the race was
+        decided already, is disposed of (returns False: the answer was not judged)."""
         run = self.run
         if self.won_by is not None:  # decided already: this late answer is a loser
             await run.dispose(result)
-            return
+            return False
         superseded = self.result if self.failed else None
         self.result, self.error = result, error
         if run.usable(result, error):
@@ -69,6 +72,7 @@ class _Race:
         else:
             self.failed = True
         await run.dispose(superseded)
+        return True
 
 
 async def _copy(race: _Race, copy: int, awaitable: Awaitable[object], hedge: Hedge) -> None:
@@ -76,17 +80,25 @@ async def _copy(race: _Race, copy: int, awaitable: Awaitable[object], hedge: Hed
 
     A copy that answers records its latency; the first copy, cancelled because a hedge won,
     records the time it ran, a lower bound of its latency that lies above the hedging delay:
-    without it the estimate would see only the fast answers and drift down.
+    without it the estimate would see only the fast answers and drift down. An extra copy
+    (``copy`` 1 and up) is reported as a hedge attempt; the first is the attempt itself.
     """
-    target = race.run.target
+    run = race.run
+    target = run.target
+    scopes = run.hedge_started() if copy else NO_SCOPES
+    reported_from = run.runtime.clock.now()
     started = anyio.current_time()
+    result: object = None
+    error: Exception | None = None
+    judged = False
     try:
         result = await awaitable
-    except Exception as error:
+    except Exception as raised:
+        error = raised
         hedge.record(target, anyio.current_time() - started)
         race.running -= 1
         with anyio.CancelScope(shield=True):
-            await race.answered(copy, None, error)
+            judged = await race.answered(copy, None, raised)
     except BaseException:
         race.running -= 1
         if copy == 0:
@@ -96,9 +108,21 @@ async def _copy(race: _Race, copy: int, awaitable: Awaitable[object], hedge: Hed
         hedge.record(target, anyio.current_time() - started)
         race.running -= 1
         with anyio.CancelScope(shield=True):  # a loser's connection goes back to the pool
-            await race.answered(copy, result, None)
+            judged = await race.answered(copy, result, None)
     finally:
         race.changed.set()
+        if copy:
+            won = race.won_by == copy
+            if won:
+                failure = None
+            elif error is not None:
+                failure = type(error).__qualname__
+            elif judged:  # a failed answer (a 503): its status, as for any attempt
+                status = status_of(result)
+                failure = "result" if status is None else str(status)
+            else:  # cancelled, or answered after another copy won
+                failure = "cancelled"
+            run.hedge_finished(scopes, reported_from, won, failure, error)
 
 
 def _start(race: _Race, copy: int, attempt: Callable[[], Any], fn: object, hedge: Hedge) -> None:

@@ -18,7 +18,7 @@ from .._core.events import (
     Outcome,
     RetryReason,
 )
-from .._core.instruments import NO_SCOPES, Dispatch
+from .._core.instruments import NO_SCOPES, Dispatch, Scopes
 from .._core.matchers import status_of
 from .._core.policy import CallState
 from . import reports
@@ -243,6 +243,26 @@ class CallRun(CallState):
         if throttle is not None and throttle.reject_probability() > 0.0:
             return False
         return budget is None or budget.try_acquire()
+
+    def hedge_started(self) -> Scopes:
+        """Announce an extra copy of the attempt under way; its scopes wrap the copy."""
+        hooks = self.dispatch.attempt_started
+        return reports.attempt_started(self, hooks, hedge=True) if hooks else NO_SCOPES
+
+    def hedge_finished(
+        self,
+        scopes: Scopes,
+        started_at: float,
+        won: bool,
+        failure: str | None,
+        error: Exception | None,
+    ) -> None:
+        """Report how an extra copy started at ``started_at`` ended (`reports.hedge_finished`)."""
+        hooks = self.dispatch.attempt_finished
+        if hooks:
+            duration = self.runtime.clock.now() - started_at
+            reports.hedge_finished(self, hooks, duration, won, failure, error)
+        scopes.exit()
 
     async def dispose(self, result: object) -> None:
         """Dispose of a hedged copy's result that will not be the attempt's (a response is

@@ -163,3 +163,47 @@ async def test_a_total_outage_gets_few_hedges(server: FlakyServer) -> None:
     print(f"outage: {retries_alone} requests with retries alone, {hedged} with hedging")
     assert retries_alone > 200  # the retries ran
     assert hedged <= 1.10 * retries_alone
+
+
+async def test_a_hedge_is_a_span_and_a_marked_attempt(server: FlakyServer) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrument = OpenTelemetryInstrument(
+        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    url = server.script(Step(delay=0.5), Step(delay=0.005), cycle=True)
+    transport = AsyncRetryTransport(hedge=Hedge("20ms"), instruments=[instrument])
+    tasks = len(asyncio.all_tasks())
+    async with httpx.AsyncClient(transport=transport) as client:
+        response = await client.get(url)
+        assert response.status_code == 200
+        await no_connection_or_task_left(transport, tasks)
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    hedge, call = finished["retrymw.hedge"], finished["retrymw GET"]
+    assert hedge.parent is not None
+    assert hedge.parent.span_id == call.context.span_id  # under the call span
+    assert hedge.attributes is not None
+    assert hedge.attributes["retrymw.hedge"] is True
+    assert hedge.attributes["retrymw.attempt.outcome"] == "success"  # the hedge won
+    data = reader.get_metrics_data()
+    assert data is not None
+    counts = {True: 0, False: 0}  # attempts by whether they were hedges
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != "retrymw.attempt.duration":
+                    continue
+                for point in metric.data.data_points:
+                    assert isinstance(point, HistogramDataPoint)
+                    marked = dict(point.attributes or {}).get("retrymw.hedge") is True
+                    counts[marked] += point.count
+    assert counts == {True: 1, False: 1}  # the hedge, and the attempt itself
