@@ -41,7 +41,9 @@ CallOutcome = Literal[
     "deadline_exceeded",
     "cancelled",
 ]
-AttemptOutcome = Literal["success", "retried", "failed"]
+#: What became of an attempt; ``hedge``: an extra copy sent by a `Hedge` (its ``error_type`` is
+#: empty when its answer won, ``cancelled`` when another copy won first, else its failure).
+AttemptOutcome = Literal["success", "retried", "failed", "hedge"]
 RetryReason = Literal[
     "max_attempts",
     "budget_exhausted",
@@ -139,9 +141,10 @@ class AttemptFinished(NamedTuple):
     ends when its body has been read or closed, and ``body`` says how; a body cut
     or stalled makes that attempt ``failed`` with the read's exception.
 
-    ``hedge``: an extra copy sent by a `Hedge`; ``success`` if its answer won, else
-    ``failed`` (``error_type`` ``"cancelled"`` when another copy won first). The attempt
-    ``attempt`` itself is reported as usual, with the outcome of the copy that won.
+    ``hedge``: an extra copy sent by a `Hedge`, whose ``attempt_outcome`` is ``"hedge"`` and
+    ``error_type`` ``None`` when its answer won, ``"cancelled"`` when another copy won first,
+    else its failure. The attempt ``attempt`` itself is reported as usual, with the outcome of
+    the copy that won.
     """
 
     policy: str

@@ -148,7 +148,7 @@ def hedge_finished(
             target=run.target,
             operation=run.operation,
             attempt=run.attempt,
-            attempt_outcome="success" if won else "failed",
+            attempt_outcome="hedge",
             duration=duration,
             error_type=None if won else failure,
             exception=error,

@@ -122,8 +122,8 @@ ATTR_ATTEMPT_COUNT = "retrymw.attempt.count"
 #: Spans only: the attempt's number, 1 for the first (as in events and logs); on a backoff span,
 #: the attempt the sleep leads to.
 ATTR_ATTEMPT = "retrymw.attempt"
-#: An extra copy of an attempt sent by a `Hedge`: ``true`` on its span and on its points of
-#: the attempt duration (OpenTelemetry only; absent on every other attempt).
+#: Spans only: ``true`` on the span of an extra copy of an attempt sent by a `Hedge`
+#: (`SPAN_HEDGE`); its metrics have the attempt outcome ``hedge``.
 ATTR_HEDGE = "retrymw.hedge"
 #: Spans only: the planned sleep in seconds (backoff span).
 ATTR_BACKOFF_DELAY = "retrymw.backoff.delay"
@@ -381,8 +381,8 @@ ATTEMPT_DURATION = MetricSpec(
     "histogram",
     "s",
     (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
-    "Duration of single attempts, by outcome (success, retried, failed) and error type (empty "
-    "on success); its _count counts attempts.",
+    "Duration of single attempts, by outcome (success, retried, failed; hedge for an extra "
+    "copy) and error type (empty on success); its _count counts attempts.",
     ATTEMPT_DURATION_BUCKETS,
 )
 BACKOFF_DURATION = MetricSpec(

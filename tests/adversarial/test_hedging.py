@@ -193,7 +193,8 @@ async def test_a_hedge_is_a_span_and_a_marked_attempt(server: FlakyServer) -> No
     assert hedge.parent.span_id == call.context.span_id  # under the call span
     assert hedge.attributes is not None
     assert hedge.attributes["retrymw.hedge"] is True
-    assert hedge.attributes["retrymw.attempt.outcome"] == "success"  # the hedge won
+    assert hedge.attributes["retrymw.attempt.outcome"] == "hedge"
+    assert "error.type" not in hedge.attributes  # its answer won
     data = reader.get_metrics_data()
     assert data is not None
     counts = {True: 0, False: 0}  # attempts by whether they were hedges
@@ -204,6 +205,7 @@ async def test_a_hedge_is_a_span_and_a_marked_attempt(server: FlakyServer) -> No
                     continue
                 for point in metric.data.data_points:
                     assert isinstance(point, HistogramDataPoint)
-                    marked = dict(point.attributes or {}).get("retrymw.hedge") is True
+                    outcome = dict(point.attributes or {}).get("retrymw.attempt.outcome")
+                    marked = outcome == "hedge"
                     counts[marked] += point.count
     assert counts == {True: 1, False: 1}  # the hedge, and the attempt itself

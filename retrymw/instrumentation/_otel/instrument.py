@@ -371,7 +371,7 @@ class OpenTelemetryInstrument(Instrument):
         return Scope(span, trace.set_span_in_context(span), self._attempt)
 
     def _hedge_finished(self, event: AttemptFinished) -> None:
-        """Record an extra copy's duration, marked ``retrymw.hedge``, and end its span."""
+        """Record an extra copy's duration (attempt outcome ``hedge``) and end its span."""
         if self._meters.active or self._meters():
             attributes = self._attributes(
                 event.policy,
@@ -380,9 +380,7 @@ class OpenTelemetryInstrument(Instrument):
                 event.attempt_outcome,
                 event.error_type,
             )
-            self._attempt_duration.record(
-                event.duration, {**attributes, names.ATTR_HEDGE: True}, context=NO_EXEMPLAR
-            )
+            self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
         scope = self._attempt.get()
         if scope is not None and scope.span.is_recording():
             end_attempt_span(scope, event)
