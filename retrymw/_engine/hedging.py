@@ -23,7 +23,7 @@ import anyio.abc
 
 from .._core.instruments import NO_SCOPES
 from .._core.matchers import status_of
-from .callables import refuse_unawaitable
+from .callables import Refused, refuse_unawaitable
 
 if TYPE_CHECKING:
     from .._protect.hedge import Hedge
@@ -40,6 +40,7 @@ class _Race:
         "changed",
         "error",
         "failed",
+        "fault",
         "group",
         "result",
         "run",
@@ -56,6 +57,9 @@ class _Race:
         self.failed = False  # whether `result`/`error` hold a failed answer (no winner yet)
         self.result: object = None
         self.error: Exception | None = None
+        # An error judging an answer (a ``retry_on`` predicate that raised): it ends the race
+        # and the call, raised as it is, as it would be without hedging.
+        self.fault: Exception | None = None
 
     async def answered(self, copy: int, result: object, error: Exception | None) -> bool:
         """Copy ``copy`` answered: it wins, is held as the failure, or, when the race was
@@ -66,7 +70,14 @@ class _Race:
             return False
         superseded = self.result if self.failed else None
         self.result, self.error = result, error
-        if run.usable(result, error):
+        try:
+            usable = run.usable(result, error)
+        except Exception as fault:
+            self.fault, self.won_by = fault, copy  # decided: the call ends with the fault
+            self.group.cancel_scope.cancel()
+            await run.dispose(superseded)
+            return True
+        if usable:
             self.won_by, self.failed = copy, False
             self.group.cancel_scope.cancel()  # the other copies
         else:
@@ -164,6 +175,9 @@ async def race(run: CallRun, hedge: Hedge, attempt: Callable[[], Any], fn: objec
                 hedge.denied(target)
                 allowed = extra  # refused: no more hedges for this attempt
         group.cancel_scope.cancel()
+    if state.fault is not None:
+        await run.dispose(state.result)
+        raise Refused(state.fault)  # past the attempt handling: raised as it is
     if state.won_by:
         hedge.won(target)
     if state.error is not None:

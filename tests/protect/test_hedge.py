@@ -13,9 +13,11 @@ from retrymw import (
     CircuitBreaker,
     ConfigError,
     Hedge,
+    Outcome,
     Retrier,
     RetryBudget,
     RetryPolicy,
+    on_predicate,
 )
 from retrymw.testing import FakeClock, Recorder
 
@@ -270,3 +272,28 @@ def test_sync_calls_are_not_hedged() -> None:
 
     assert retrier(Hedge("1ms")).call_sync(fn) == "sync"
     assert calls == 1
+
+
+@pytest.mark.anyio
+async def test_a_raising_retry_on_predicate_raises_as_without_hedging() -> None:
+    def judge(outcome: Outcome) -> bool:
+        if outcome.exception is not None:
+            return True  # a judging error taken for the attempt's would be retried
+        raise ValueError("the predicate is broken")
+
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        return "answer"
+
+    run = Retrier(
+        RetryPolicy(attempts=3, retry_on=on_predicate(judge)),
+        hedge=Hedge("1ms"),
+        clock=FakeClock(),
+        instruments=(),
+    )
+    with pytest.raises(ValueError, match="the predicate is broken"):
+        await run.call(fn)
+    assert calls == 1  # raised at once, never retried
