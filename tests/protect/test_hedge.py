@@ -6,10 +6,13 @@ first copy waits for what only a hedge can do, so the test passes however loaded
 
 from __future__ import annotations
 
+import random
+
 import anyio
 import pytest
 
 from retrymw import (
+    AdaptiveThrottle,
     CircuitBreaker,
     ConfigError,
     Hedge,
@@ -297,3 +300,29 @@ async def test_a_raising_retry_on_predicate_raises_as_without_hedging() -> None:
     with pytest.raises(ValueError, match="the predicate is broken"):
         await run.call(fn)
     assert calls == 1  # raised at once, never retried
+
+
+@pytest.mark.anyio
+async def test_a_shedding_throttle_sends_no_hedge() -> None:
+    class Lucky(random.Random):
+        def random(self) -> float:
+            return 0.999  # the attempt itself is admitted: only the hedge is in question
+
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(clock=clock, rng=Lucky())
+    for _ in range(50):
+        throttle.record_failure()
+    assert throttle.reject_probability() > 0.0
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0.05)
+        return "admitted"
+
+    hedge = Hedge("1ms")
+    assert await retrier(hedge, throttle=throttle, clock=clock).call(fn) == "admitted"
+    assert calls == 1
+    (stats,) = hedge.statistics().targets.values()
+    assert (stats.hedges, stats.denied) == (0, 1)
