@@ -209,3 +209,29 @@ async def test_a_hedge_is_a_span_and_a_marked_attempt(server: FlakyServer) -> No
                     marked = outcome == "hedge"
                     counts[marked] += point.count
     assert counts == {True: 1, False: 1}  # the hedge, and the attempt itself
+
+
+async def test_a_hedge_that_lost_is_cancelled_not_an_error(server: FlakyServer) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrument = OpenTelemetryInstrument(tracer_provider=tracer_provider)
+    # The first copy answers in 150 ms, the hedge (sent at 20 ms) in 2 s: the hedge loses.
+    url = server.script(Step(delay=0.15), Step(delay=2.0), cycle=True)
+    transport = AsyncRetryTransport(hedge=Hedge("20ms"), instruments=[instrument])
+    tasks = len(asyncio.all_tasks())
+    async with httpx.AsyncClient(transport=transport) as client:
+        response = await client.get(url)
+        assert response.status_code == 200
+        await no_connection_or_task_left(transport, tasks)
+    (hedge,) = [span for span in spans.get_finished_spans() if span.name == "retrymw.hedge"]
+    assert hedge.attributes is not None
+    assert hedge.attributes["error.type"] == "cancelled"
+    assert hedge.status.status_code is not StatusCode.ERROR

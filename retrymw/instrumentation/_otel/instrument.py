@@ -382,7 +382,16 @@ class OpenTelemetryInstrument(Instrument):
             )
             self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
         scope = self._attempt.get()
-        if scope is not None and scope.span.is_recording():
+        if scope is None or not scope.span.is_recording():
+            return
+        if event.error_type == "cancelled":  # another copy won: by design, not an error
+            scope.span.set_attributes(
+                {
+                    names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome,
+                    names.ATTR_ERROR_TYPE: event.error_type,
+                }
+            )
+        else:
             end_attempt_span(scope, event)
 
     def attempt_finished(self, event: AttemptFinished, /) -> None:
