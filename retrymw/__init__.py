@@ -50,6 +50,9 @@ from ._protect.breaker import CircuitBreaker as CircuitBreaker
 from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._protect.budget import RetryBudget as RetryBudget
 from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
+from ._protect.hedge import Hedge as Hedge
+from ._protect.hedge import HedgeStatistics as HedgeStatistics
+from ._protect.hedge import TargetHedgeStatistics as TargetHedgeStatistics
 from ._protect.targets import PerTarget as PerTarget
 from ._protect.throttle import AdaptiveThrottle as AdaptiveThrottle
 from ._protect.throttle import AdaptiveThrottleStatistics as AdaptiveThrottleStatistics
@@ -78,6 +81,8 @@ __all__ = [
     "FibonacciBackoff",
     "FixedBackoff",
     "GiveUp",
+    "Hedge",
+    "HedgeStatistics",
     "LinearBackoff",
     "LoadShedError",
     "Matcher",
@@ -94,6 +99,7 @@ __all__ = [
     "RetryPolicy",
     "RetryScheduled",
     "RetrymwError",
+    "TargetHedgeStatistics",
     "load_config",
     "on_exception",
     "on_predicate",

@@ -43,6 +43,7 @@ from ._http.overrides import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
 if TYPE_CHECKING:
+    from ._protect.hedge import Hedge
     from .fleet import RedisFleet
     from .stores import Store
 
@@ -124,6 +125,10 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             with ``max_retries=0``, a policy without ``retry_on`` retries what the SDKs retry
             (408, 409, 429, 5xx, connection errors, timeouts), and those statuses are resent
             whatever the method (docs/sdks.md).
+        hedge: a `retrymw.Hedge`: an idempotent request that has not answered after its
+            delay gets extra concurrent copies, the first usable answer winning, each copy
+            paid from the host's retry budget (docs/hedging.md); ``None`` (the default) for
+            none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -169,6 +174,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        hedge: Hedge | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -186,6 +192,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            hedge=hedge,
         )
 
 

@@ -356,6 +356,11 @@ def _spans_table() -> str:
         f"| `{names.SPAN_ATTEMPT}` | INTERNAL span, one per coroutine attempt of a call that "
         f"was retried | {keys(attempt)}; after a wait {keys(waited)}; if it raised and was "
         f"retried {keys(retried)} (redacted) |",
+        f"| `{names.SPAN_HEDGE}` | INTERNAL span, one per extra copy of an attempt a `Hedge` "
+        f"sent ([hedging](hedging.md)), a child of the call span | `{names.ATTR_ATTEMPT}` (the "
+        f"attempt it copies), `{names.ATTR_HEDGE}` (`true`), `{names.ATTR_ATTEMPT_OUTCOME}` "
+        f"(`hedge`), `{names.ATTR_ERROR_TYPE}` (`cancelled` when another copy won first, the "
+        f"failure when its answer failed; none when its answer won) |",
         f"| `{names.EVENT_BACKOFF}` | event on the call span, only for a wait that no attempt "
         f"followed (the call cancelled, or the next attempt refused) | {keys(backoff)} |",
         f"| `{names.EVENT_RETRY_DENIED}` | event on the call span | "

@@ -41,7 +41,9 @@ CallOutcome = Literal[
     "deadline_exceeded",
     "cancelled",
 ]
-AttemptOutcome = Literal["success", "retried", "failed"]
+#: What became of an attempt; ``hedge``: an extra copy sent by a `Hedge` (its ``error_type`` is
+#: empty when its answer won, ``cancelled`` when another copy won first, else its failure).
+AttemptOutcome = Literal["success", "retried", "failed", "hedge"]
 RetryReason = Literal[
     "max_attempts",
     "budget_exhausted",
@@ -103,7 +105,8 @@ class CallStarted(NamedTuple):
 
 
 class AttemptStarted(NamedTuple):
-    """An attempt begins; ``attempt`` is 1 for the first execution."""
+    """An attempt begins; ``attempt`` is 1 for the first execution. ``hedge``: an extra copy
+    of attempt ``attempt`` sent by a `Hedge` (docs/hedging.md)."""
 
     policy: str
     target: str
@@ -111,6 +114,7 @@ class AttemptStarted(NamedTuple):
     attempt: int
     max_attempts: int
     request: object = None
+    hedge: bool = False
 
 
 class BodyRead(NamedTuple):
@@ -136,6 +140,11 @@ class AttemptFinished(NamedTuple):
     and must not keep it alive. The attempt that produced the response an HTTP call returns
     ends when its body has been read or closed, and ``body`` says how; a body cut
     or stalled makes that attempt ``failed`` with the read's exception.
+
+    ``hedge``: an extra copy sent by a `Hedge`, whose ``attempt_outcome`` is ``"hedge"`` and
+    ``error_type`` ``None`` when its answer won, ``"cancelled"`` when another copy won first,
+    else its failure. The attempt ``attempt`` itself is reported as usual, with the outcome of
+    the copy that won.
     """
 
     policy: str
@@ -149,6 +158,7 @@ class AttemptFinished(NamedTuple):
     exception: BaseException | None = None
     result: object = None
     body: BodyRead | None = None
+    hedge: bool = False
 
 
 class RetryScheduled(NamedTuple):

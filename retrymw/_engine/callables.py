@@ -51,13 +51,15 @@ def operation_name(fn: object) -> str:
 
 
 class Refused(BaseException):
-    """Carries a misuse `TypeError` past the attempt handling: it is raised, never retried.
+    """Carries an error past the attempt handling: it is raised, never retried. A misuse
+    `TypeError`, or what a ``retry_on`` predicate raised judging a hedged copy's answer
+    (`hedging`), which ends the call as it does when it judges an attempt.
 
     A `BaseException` so that no ``retry_on`` (not even ``[TypeError]``) can match it; the
-    drivers unwrap it and raise the `TypeError` itself.
+    drivers unwrap it and raise the error itself.
     """
 
-    def __init__(self, error: TypeError) -> None:
+    def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
 

@@ -37,6 +37,7 @@ __all__ = [
     "attempt_started",
     "call_finished",
     "call_started",
+    "hedge_finished",
     "retry_denied",
     "retry_scheduled",
 ]
@@ -113,8 +114,8 @@ def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
     )
 
 
-def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
-    """Announce the attempt ``run.attempt``; its scopes wrap the attempt."""
+def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...], *, hedge: bool = False) -> Scopes:
+    """Announce the attempt ``run.attempt`` (or a ``hedge`` of it); its scopes wrap it."""
     policy = run.policy
     return Dispatch.enter(
         hooks,
@@ -125,6 +126,33 @@ def attempt_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:
             attempt=run.attempt,
             max_attempts=policy.attempts,
             request=run.request,
+            hedge=hedge,
+        ),
+    )
+
+
+def hedge_finished(
+    run: ReportedCall,
+    hooks: tuple[Hook, ...],
+    duration: float,
+    won: bool,
+    failure: str | None,
+    error: Exception | None,
+) -> None:
+    """Report an extra copy of attempt ``run.attempt`` (`hedging`): it won, or it failed
+    with ``failure`` (an error type, ``"cancelled"`` for a copy another one beat)."""
+    Dispatch.emit(
+        hooks,
+        AttemptFinished(
+            policy=run.policy.name,
+            target=run.target,
+            operation=run.operation,
+            attempt=run.attempt,
+            attempt_outcome="hedge",
+            duration=duration,
+            error_type=None if won else failure,
+            exception=error,
+            hedge=True,
         ),
     )
 

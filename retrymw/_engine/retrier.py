@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 import anyio
 
 from .._core.clock import SYSTEM_CLOCK, Clock, async_waiter, waits_disabled
+from .._core.errors import ConfigError
 from .._core.events import Outcome
 from .._core.instruments import Dispatch
 from .._core.policy import RetryPolicy
 from .._core.redact import safe_repr
 from .._protect.budget import RetryBudget
+from .._protect.hedge import Hedge
 from .._protect.targets import PerTarget
-from . import reports
+from . import hedging, reports
 from .call import Call
 from .callables import (
     SUSPECT_RESULTS,
@@ -96,6 +98,9 @@ class Retrier:
         fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle become fleet-wide,
             per target, the budget's state named by the policy's name (docs/fleet.md); the
             default budget is then one per operation.
+        hedge: a `Hedge`: an async call's attempt that has not answered after its delay gets
+            extra concurrent copies, the first usable answer winning (docs/hedging.md); passing
+            it promises the coroutines are idempotent. Synchronous calls are not hedged.
 
     Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
     instance as a decorator on async and sync functions.
@@ -124,8 +129,11 @@ class Retrier:
         rng: Random | None = None,
         store: Store | None = None,
         fleet: Any = None,
+        hedge: Hedge | None = None,
     ) -> None:
         check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
+        if hedge is not None and not isinstance(hedge, Hedge):
+            raise ConfigError("hedge", hedge, "must be a Hedge or None", 'Hedge(after="p95")')
         if store is not None:
             check_store(store)
         self.policy = policy if policy is not None else RetryPolicy()
@@ -143,6 +151,7 @@ class Retrier:
             budget=budget,
             throttle=throttle,
             store=store,
+            hedge=hedge,
         )
         # The plain success path funds one budget without a lookup (a PerTarget needs the target).
         self._funded: RetryBudget | None = budget if isinstance(budget, RetryBudget) else None
@@ -192,6 +201,11 @@ class Retrier:
     def clock(self) -> Clock:
         """The clock this retrier reads and sleeps on."""
         return self._runtime.clock
+
+    @property
+    def hedge(self) -> Hedge | None:
+        """The `Hedge` racing copies of slow async attempts, or ``None``."""
+        return self._runtime.hedge
 
     @property
     def budget(self) -> BudgetArg:
@@ -530,10 +544,15 @@ class Retrier:
                         break
                 if adapter is not None:
                     adapter.before_attempt(run.attempt)
+                awaitable: Awaitable[Any]
                 try:
-                    awaitable = attempt()
-                    if type(awaitable) is not CoroutineType:
-                        refuse_unawaitable(fn, awaitable)
+                    if run.hedge is not None:
+                        # The copies' race is the attempt, bounded as one (`hedging`).
+                        awaitable = hedging.race(run, run.hedge, attempt, fn)
+                    else:
+                        awaitable = attempt()
+                        if type(awaitable) is not CoroutineType:
+                            refuse_unawaitable(fn, awaitable)
                     if not bounded:
                         result = await awaitable
                     else:

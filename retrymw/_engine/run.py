@@ -18,7 +18,7 @@ from .._core.events import (
     Outcome,
     RetryReason,
 )
-from .._core.instruments import NO_SCOPES, Dispatch
+from .._core.instruments import NO_SCOPES, Dispatch, Scopes
 from .._core.matchers import status_of
 from .._core.policy import CallState
 from . import reports
@@ -51,6 +51,7 @@ class CallRun(CallState):
         "dispatch",
         "error",
         "guarded",
+        "hedge",
         "operation",
         "outcome",
         "pending",
@@ -97,6 +98,12 @@ class CallRun(CallState):
         self.breaker = breaker if breaker is None else for_target(breaker, self.target)
         self.budget = budget if budget is None else for_target(budget, self.target)
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
+        # Hedged: a coroutine whenever the retrier hedges (its user vouched for it), an HTTP
+        # request when its adapter says it may be sent twice at once (idempotent, replayable).
+        hedge = runtime.hedge
+        if hedge is not None and self.adapter is not None:
+            hedge = hedge if getattr(self.adapter, "hedgeable", False) else None
+        self.hedge = hedge
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
@@ -213,6 +220,55 @@ class CallRun(CallState):
         if deadline is None:
             return None
         return deadline - self.elapsed(self.runtime.clock.now())
+
+    def usable(self, result: object, error: Exception | None) -> bool:
+        """Whether one copy's answer of a hedged attempt wins its race: the policy would not
+        retry it (`hedging`)."""
+        adapter = self.adapter
+        if adapter is not None:
+            outcome = adapter.outcome(self.attempt, 0.0, result, error)
+        else:
+            answer = error if error is not None else result
+            outcome = Outcome(
+                attempt=self.attempt, exception=error, result=result, status=status_of(answer)
+            )
+        return not self.policy.matches(outcome)
+
+    def admits_hedge(self) -> bool:
+        """Whether an extra copy of the attempt may be sent now: the circuit is closed, the
+        throttle sheds nothing, and the retry budget pays for it as for a retry."""
+        breaker, throttle, budget = self.breaker, self.throttle, self.budget
+        if breaker is not None and breaker.state != "closed":
+            return False
+        if throttle is not None and throttle.reject_probability() > 0.0:
+            return False
+        return budget is None or budget.try_acquire()
+
+    def hedge_started(self) -> Scopes:
+        """Announce an extra copy of the attempt under way; its scopes wrap the copy."""
+        hooks = self.dispatch.attempt_started
+        return reports.attempt_started(self, hooks, hedge=True) if hooks else NO_SCOPES
+
+    def hedge_finished(
+        self,
+        scopes: Scopes,
+        started_at: float,
+        won: bool,
+        failure: str | None,
+        error: Exception | None,
+    ) -> None:
+        """Report how an extra copy started at ``started_at`` ended (`reports.hedge_finished`)."""
+        hooks = self.dispatch.attempt_finished
+        if hooks:
+            duration = self.runtime.clock.now() - started_at
+            reports.hedge_finished(self, hooks, duration, won, failure, error)
+        scopes.exit()
+
+    async def dispose(self, result: object) -> None:
+        """Dispose of a hedged copy's result that will not be the attempt's (a response is
+        drained briefly and closed); ``None`` is nothing to dispose of."""
+        if result is not None and self.adapter is not None:
+            await self.adapter.discard(result, 0.0, self.deadline_left())
 
     def finish_attempt(self, result: object, error: Exception | None) -> float | None:
         """Record the attempt's outcome; return the delay before the next one, or None."""

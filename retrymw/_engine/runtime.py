@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from .._core.clock import Clock
     from .._core.events import BodyRead, Outcome
+    from .._protect.hedge import Hedge
     from ..stores import Store
 
 __all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "Runtime", "for_target"]
@@ -47,7 +48,8 @@ class Runtime:
         admits_attempts: a breaker or throttle admits each attempt.
         gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
         guards_calls: something decides about each attempt before it runs (a breaker or
-            throttle admitting it, a store claiming it).
+            throttle admitting it, a store claiming it, a hedge timing it).
+        hedge: the `Hedge` that races copies of slow attempts (async calls only), or ``None``.
     """
 
     __slots__ = (
@@ -58,6 +60,7 @@ class Runtime:
         "clock",
         "gates_retries",
         "guards_calls",
+        "hedge",
         "rng",
         "store",
         "throttle",
@@ -72,6 +75,7 @@ class Runtime:
         budget: RetryBudget | PerTarget[RetryBudget] | None,
         throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None,
         store: Store | None,
+        hedge: Hedge | None = None,
     ) -> None:
         self.clock = clock
         self.rng = rng
@@ -79,8 +83,9 @@ class Runtime:
         self.budget = budget
         self.throttle = throttle
         self.store = store
+        self.hedge = hedge
         self.admits_attempts = breaker is not None or throttle is not None
-        self.guards_calls = self.admits_attempts or store is not None
+        self.guards_calls = self.admits_attempts or store is not None or hedge is not None
         self.gates_retries = breaker is not None or throttle is not None or budget is not None
         self._budget_read_at = -math.inf
 

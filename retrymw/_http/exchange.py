@@ -128,6 +128,7 @@ class HttpExchange:
         "_profile",
         "_veto_sent",
         "_veto_unsent",
+        "hedgeable",
     )
 
     def __init__(
@@ -148,6 +149,8 @@ class HttpExchange:
         idempotent = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
         self._veto_unsent: RetryReason | None = None if replayable else "body_not_replayable"
         self._veto_sent: RetryReason | None = self._veto_unsent if idempotent else "not_idempotent"
+        #: Whether copies of the request may be in flight at once (a `Hedge`): the §4 rules.
+        self.hedgeable = idempotent and replayable
 
     def outcome(
         self, attempt: int, elapsed: float, result: Any, error: Exception | None

@@ -34,6 +34,7 @@ from .rules import IDEMPOTENCY_KEY_HEADER, http_profile
 from .sdk import SdkAttempt, SdkAttempts, sdk_retry_count
 
 if TYPE_CHECKING:
+    from .._protect.hedge import Hedge
     from ..fleet import RedisFleet
     from ..stores import Store
 
@@ -67,6 +68,7 @@ class TransportCore:
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
         profile: str = "http",
+        hedge: Hedge | None = None,
     ) -> None:
         self.attempt_header = _check_attempt_header(attempt_header)
         self.flavour = flavour
@@ -84,6 +86,7 @@ class TransportCore:
             clock=clock,
             store=store,
             fleet=fleet,
+            hedge=hedge,  # one estimate per host, kept by the Hedge itself
         )
         self.sdk = SdkAttempts()
 

@@ -122,6 +122,9 @@ ATTR_ATTEMPT_COUNT = "retrymw.attempt.count"
 #: Spans only: the attempt's number, 1 for the first (as in events and logs); on a backoff span,
 #: the attempt the sleep leads to.
 ATTR_ATTEMPT = "retrymw.attempt"
+#: Spans only: ``true`` on the span of an extra copy of an attempt sent by a `Hedge`
+#: (`SPAN_HEDGE`); its metrics have the attempt outcome ``hedge``.
+ATTR_HEDGE = "retrymw.hedge"
 #: Spans only: the planned sleep in seconds (backoff span).
 ATTR_BACKOFF_DELAY = "retrymw.backoff.delay"
 #: Spans only: the server's ``Retry-After`` hint in seconds, when there was one (backoff span).
@@ -181,6 +184,9 @@ SPAN_CALL = "retrymw {operation}"
 #: named by the HTTP semantic conventions: the method (``GET``), or ``HTTP`` for unknown methods.
 SPAN_ATTEMPT = "retrymw.attempt {operation}"
 SPAN_HTTP_OTHER = "HTTP"
+#: An extra copy of an attempt sent by a `Hedge`: INTERNAL, a child of the call span, with
+#: ``retrymw.attempt`` (the attempt it copies) and ``retrymw.hedge``.
+SPAN_HEDGE = "retrymw.hedge"
 #: Each backoff wait: an event on the call span, at the start of the wait (a span per sleep cost
 #: as much as the attempt it separated; the next attempt's span starts where the wait ends).
 EVENT_BACKOFF = "retrymw.backoff"
@@ -375,8 +381,8 @@ ATTEMPT_DURATION = MetricSpec(
     "histogram",
     "s",
     (LABEL_POLICY, LABEL_TARGET, LABEL_ATTEMPT_OUTCOME, LABEL_ERROR_TYPE),
-    "Duration of single attempts, by outcome (success, retried, failed) and error type (empty "
-    "on success); its _count counts attempts.",
+    "Duration of single attempts, by outcome (success, retried, failed; hedge for an extra "
+    "copy) and error type (empty on success); its _count counts attempts.",
     ATTEMPT_DURATION_BUCKETS,
 )
 BACKOFF_DURATION = MetricSpec(

@@ -97,7 +97,7 @@ def test_retired_counters_are_counted_by_a_histogram_with_their_labels() -> None
 def test_label_values_are_design_section_6() -> None:
     """The bounded label values are DESIGN's lists."""
     assert tuple(DESIGN_OUTCOMES.split()) == names.OUTCOMES
-    assert names.ATTEMPT_OUTCOMES == ("success", "retried", "failed")
+    assert names.ATTEMPT_OUTCOMES == ("success", "retried", "failed", "hedge")
     assert tuple(DESIGN_REASONS.split()) == names.REASONS
     assert names.CIRCUIT_STATES == ("closed", "open", "half_open")
     assert names.CALL_ATTEMPTS_BUCKETS == (1, 2, 3, 4, 5, 6, 8, 10)

@@ -301,6 +301,8 @@ class OpenTelemetryInstrument(Instrument):
         the attempt's, with ``http.request.resend_count`` and a redacted ``url.full``, and its
         ``http.client.request.duration`` point the attempt's one.
         """
+        if event.hedge:
+            return self._hedge_started(event)
         request = None if event.request is None else http_request(event.request)
         call = self._call.get()
         if request is None:
@@ -353,13 +355,56 @@ class OpenTelemetryInstrument(Instrument):
         call.attempt = scope
         return scope
 
+    def _hedge_started(self, event: AttemptStarted) -> Scope | None:
+        """Start the ``retrymw.hedge`` span of an extra copy, a child of the call span; it is
+        current in the copy's own task, and the attempt it copies keeps its span."""
+        call = self._call.get()
+        if call is None:
+            return None
+        parent = call.span_now() if isinstance(call, HttpCallScope) else call.span
+        span = self._tracer.start_span(
+            names.SPAN_HEDGE,
+            context=trace.set_span_in_context(parent),
+            kind=INTERNAL,
+            attributes={names.ATTR_ATTEMPT: event.attempt, names.ATTR_HEDGE: True},
+        )
+        return Scope(span, trace.set_span_in_context(span), self._attempt)
+
+    def _hedge_finished(self, event: AttemptFinished) -> None:
+        """Record an extra copy's duration (attempt outcome ``hedge``) and end its span."""
+        if self._meters.active or self._meters():
+            attributes = self._attributes(
+                event.policy,
+                event.target,
+                names.ATTR_ATTEMPT_OUTCOME,
+                event.attempt_outcome,
+                event.error_type,
+            )
+            self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
+        scope = self._attempt.get()
+        if scope is None or not scope.span.is_recording():
+            return
+        if event.error_type == "cancelled":  # another copy won: by design, not an error
+            scope.span.set_attributes(
+                {
+                    names.ATTR_ATTEMPT_OUTCOME: event.attempt_outcome,
+                    names.ATTR_ERROR_TYPE: event.error_type,
+                }
+            )
+        else:
+            end_attempt_span(scope, event)
+
     def attempt_finished(self, event: AttemptFinished, /) -> None:
         """Record the attempt's duration (its count counts attempts), and its outcome on the
         attempt span.
 
         The attempt whose response the call returns ends when that response's body has been
-        read or closed (``event.body``), which its span and metrics tell too.
+        read or closed (``event.body``), which its span and metrics tell too. An extra copy
+        sent by a `Hedge` has its own span (`_hedge_finished`).
         """
+        if event.hedge:
+            self._hedge_finished(event)
+            return
         if self._meters.active or self._meters():
             # error.type is absent on success (None), as the semconv asks.
             attributes = self._attributes(
