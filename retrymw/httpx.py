@@ -39,6 +39,7 @@ from ._http.flavour import (
     RetryBudgetExhaustedMixin,
     register,
 )
+from ._http.origins import Origin
 from ._http.overrides import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
@@ -124,6 +125,12 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             with ``max_retries=0``, a policy without ``retry_on`` retries what the SDKs retry
             (408, 409, 429, 5xx, connection errors, timeouts), and those statuses are resent
             whatever the method (docs/sdks.md).
+        failover: other origins (URLs ``"https://host[:port]"`` or `retrymw.Origin`), in
+            order: an idempotent request whose own origin's circuit is open, or whose retries
+            there ended on a retryable answer, is sent to the next one (same path and query;
+            one circuit per origin), within the request's deadline; the answering origin is in
+            ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
+            default): none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -169,6 +176,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        failover: list[str | Origin] | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -186,6 +194,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            failover=failover,
         )
 
 
@@ -221,6 +230,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        failover: list[str | Origin] | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -238,6 +248,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            failover=failover,
         )
 
 

@@ -46,12 +46,15 @@ from .sdk import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
+    from .origins import FailoverRun
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
     "HttpCall",
     "HttpExchange",
     "drive_async",
+    "drive_origins_async",
+    "drive_origins_sync",
     "drive_sync",
     "translate",
 ]
@@ -410,3 +413,43 @@ def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     finally:
         request.extensions = extensions  # cap_phase_timeouts sets each attempt's timeouts there
     return call.checked(result)
+
+
+async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run a request along its origins (`FailoverRun`): each origin's call through
+    `drive_async`, until one answers or the run says the answer or the error is final.
+
+    A retryable answer that the request leaves for the next origin is closed first.
+    """
+    call = run.first()
+    while True:
+        try:
+            response = await drive_async(call, send)
+        except Exception as error:
+            following = run.after_error(call, error)
+            if following is None:
+                raise
+        else:
+            following = run.after_response(call, response)
+            if following is None:
+                return response
+            await response.aclose()
+        call = following
+
+
+def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
+    """Sync twin of `drive_origins_async`."""
+    call = run.first()
+    while True:
+        try:
+            response = drive_sync(call, send)
+        except Exception as error:
+            following = run.after_error(call, error)
+            if following is None:
+                raise
+        else:
+            following = run.after_response(call, response)
+            if following is None:
+                return response
+            response.close()
+        call = following
