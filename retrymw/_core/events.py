@@ -40,6 +40,7 @@ CallOutcome = Literal[
     "shed",
     "deadline_exceeded",
     "cancelled",
+    "failover",
 ]
 AttemptOutcome = Literal["success", "retried", "failed"]
 RetryReason = Literal[

@@ -220,6 +220,7 @@ class HttpCall(HttpExchange):
         "_ending",
         "_number",
         "_sent",
+        "failover",
         "flavour",
         "limits",
         "policy",
@@ -262,6 +263,8 @@ class HttpCall(HttpExchange):
         self.limits = limits
         # Told how the returned response's body was read (`follow_body`).
         self._ending: BodyEnding | None = None
+        # Whether a give-up sends the request to the next origin (`FailoverRun`), if any.
+        self.failover: Callable[[Any, Exception | None], bool] | None = None
 
     def before_attempt(self, attempt: int) -> None:
         """The engine's number for the attempt about to be sent, which the attempt header
@@ -309,6 +312,11 @@ class HttpCall(HttpExchange):
         """
         url = self.request.url
         return format_target(url.host, url.port)
+
+    def hands_on(self, result: Any, error: Exception | None) -> bool:
+        """Whether the call, giving up with ``result`` or ``error``, fails over to the next
+        origin (the engine's `HandsOn`: its outcome is then ``failover``)."""
+        return self.failover is not None and self.failover(result, error)
 
     def checked(self, result: object) -> Any:
         """Return the engine's result, raising `TypeError` if a fallback returned no response."""

@@ -17,6 +17,7 @@ idempotent never leaves its primary. The call's deadline bounds every origin tog
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -194,39 +195,57 @@ class FailoverRun:
 
     def first(self) -> HttpCall:
         """The call to the primary origin."""
-        return self._calls(
-            self._request, None if self._until is None else self._until - self._started
-        )
+        return self._call(self._request, None)
 
     def after_response(self, call: HttpCall, response: Any) -> HttpCall | None:
-        """The next origin's call if ``response``, the answer ``call`` ended with, is a
-        retryable failure and an origin and time are left; ``None``: ``response`` is the
-        answer (named by its origin)."""
-        outcome = Outcome(attempt=1, result=response, status=response.status_code)
-        following = self._following() if call.policy.matches(outcome) else None
-        if following is None:
-            response.extensions[ORIGIN_EXTENSION] = origin_of(call.request)
-        return following
+        """The next origin's call if ``response``, the answer ``call`` ended with, sends the
+        request on (`goes_on`); ``None``: ``response`` is the answer, named by its origin."""
+        if self.goes_on(call, response, None):
+            return self._following()
+        response.extensions[ORIGIN_EXTENSION] = origin_of(call.request)
+        return None
 
     def after_error(self, call: HttpCall, error: Exception) -> HttpCall | None:
-        """The next origin's call if ``error``, what ``call`` raised, says the origin failed
-        (its circuit open, its throttle shedding, its retries refused or spent on a retryable
-        error) and an origin and time are left; ``None``: ``error`` is raised."""
-        if isinstance(error, (CircuitOpenError, LoadShedError, RetryBudgetExhausted)):
-            return self._following()
-        if call.policy.matches(Outcome(attempt=1, exception=error)):
-            return self._following()
-        return None
+        """The next origin's call if ``error``, what ``call`` raised, sends the request on
+        (`goes_on`); ``None``: ``error`` is raised."""
+        return self._following() if self.goes_on(call, None, error) else None
+
+    def goes_on(self, call: HttpCall, response: Any, error: Exception | None) -> bool:
+        """Whether ``call``'s ending sends the request to the next origin: one is left, time
+        is left, and the ending says the origin failed: a retryable answer, or an error that
+        is retryable or a refusal (its circuit open, its throttle shedding, its retries
+        refused).
+
+        Asked by the engine as the call ends (its outcome is then ``failover``) and by the
+        drivers right after, with the same answer.
+        """
+        if self._next >= len(self._origins) or self._left() == 0.0:
+            return False
+        if error is None:
+            outcome = Outcome(attempt=1, result=response, status=response.status_code)
+        elif isinstance(error, (CircuitOpenError, LoadShedError, RetryBudgetExhausted)):
+            return True
+        else:
+            outcome = Outcome(attempt=1, exception=error)
+        return call.policy.matches(outcome)
+
+    def _left(self) -> float | None:
+        """What the request's deadline leaves (at least 0), or ``None`` without one."""
+        if self._until is None:
+            return None
+        return max(0.0, self._until - self._now())
 
     def _following(self) -> HttpCall | None:
         """The call to the next origin, within what the deadline leaves; ``None`` if none."""
-        if self._next >= len(self._origins):
+        left = self._left()
+        if self._next >= len(self._origins) or left == 0.0:
             return None
-        left = None
-        if self._until is not None:
-            left = self._until - self._now()
-            if left <= 0:
-                return None
         origin = self._origins[self._next]
         self._next += 1
-        return self._calls(origin.aim(self._request, self._module), left)
+        return self._call(origin.aim(self._request, self._module), left)
+
+    def _call(self, aimed: Any, left: float | None) -> HttpCall:
+        """The call of ``aimed`` under what the deadline leaves, asking `goes_on` as it ends."""
+        call = self._calls(aimed, left)
+        call.failover = functools.partial(self.goes_on, call)
+        return call

@@ -30,9 +30,11 @@ import openai
 import pytest
 
 import retrymw
-from retrymw import CircuitBreaker, ConfigError, Origin, RetryPolicy
+from retrymw import CallFinished, CircuitBreaker, ConfigError, Origin, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.httpx import TransportCircuitOpenError as HttpxCircuitOpen
+from retrymw.instrumentation import _names as names
+from retrymw.testing import RecordingInstrument
 from tests.http_server import FlakyServer, Step
 from tests.sdk.fake_api import OPENAI_KEY, openai_completion, openai_error
 
@@ -281,6 +283,31 @@ def test_the_deadline_bounds_every_origin(providers: tuple[FlakyServer, FlakySer
             client.get(url)
         assert time.monotonic() - started < 5.0
     assert other.served(later) == 1
+
+
+def test_telemetry_says_failover_and_names_each_origin(
+    primary: _OriginServer, secondary: _OriginServer
+) -> None:
+    """The primary's call ends with outcome ``failover`` (a bounded label value), not a
+    failure; the secondary's call is a call of its own, its target the secondary's host; a
+    call that ends the request (no origin left) keeps its real outcome."""
+    recorder = RecordingInstrument()
+    transport = RetryTransport(
+        policy=_policy(), failover=[secondary.url], instruments=[recorder], budget=None
+    )
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        assert client.get(f"{primary.url}/x").text == "secondary"
+        secondary.set_healthy(False)
+        assert client.get(f"{primary.url}/x").status_code == 503
+    ends = [(e.target, e.outcome) for e in recorder.events if isinstance(e, CallFinished)]
+    here, there = primary.url.removeprefix("http://"), secondary.url.removeprefix("http://")
+    assert ends == [
+        (here, "failover"),
+        (there, "success"),
+        (here, "failover"),
+        (there, "exhausted"),
+    ]
+    assert "failover" in names.OUTCOMES
 
 
 @pytest.mark.parametrize(
