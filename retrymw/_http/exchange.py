@@ -427,7 +427,8 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
     """Run a request along its origins (`FailoverRun`): each origin's call through
     `drive_async`, until one answers or the run says the answer or the error is final.
 
-    A retryable answer that the request leaves for the next origin is closed first.
+    A retryable answer that the request leaves for the next origin is closed first (a small
+    body read, as between retries, so that its connection is reused).
     """
     call = run.first()
     while True:
@@ -441,7 +442,8 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
             following = run.after_response(call, response)
             if following is None:
                 return response
-            await response.aclose()
+            # Read a small body first, so that its connection goes back to the pool.
+            await call.discard(response, 0.0, None)
         call = following
 
 
@@ -459,5 +461,5 @@ def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
             following = run.after_response(call, response)
             if following is None:
                 return response
-            response.close()
+            call.discard_sync(response, 0.0, None)
         call = following

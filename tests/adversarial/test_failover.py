@@ -285,6 +285,22 @@ def test_the_deadline_bounds_every_origin(providers: tuple[FlakyServer, FlakySer
     assert other.served(later) == 1
 
 
+def test_a_failed_over_answer_gives_its_connection_back(
+    providers: tuple[FlakyServer, FlakyServer],
+) -> None:
+    """The primary's 503, left for the next origin, is read before it is closed: ten
+    requests in a row reuse one connection to the primary instead of opening ten."""
+    main, other = providers
+    url = main.script(openai_error(503))
+    answer = other.script(openai_completion("fallback"))
+    transport = RetryTransport(policy=_policy(attempts=1), failover=[other.base_url])
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        for _ in range(10):
+            assert client.get(url).status_code == 200
+    assert main.served(url) == other.served(answer) == 10
+    assert main.accepted == 1
+
+
 def test_telemetry_says_failover_and_names_each_origin(
     primary: _OriginServer, secondary: _OriginServer
 ) -> None:
