@@ -428,7 +428,9 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
     `drive_async`, until one answers or the run says the answer or the error is final.
 
     A retryable answer that the request leaves for the next origin is closed first (a small
-    body read, as between retries, so that its connection is reused).
+    body read, as between retries, so that its connection is reused). While an origin is
+    left, a successful answer of known, bounded length is read before it is returned
+    (`FailoverRun.prefetches`): a body cut or stalled on the way goes on to that origin.
     """
     call = run.first()
     while True:
@@ -440,10 +442,21 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
                 raise
         else:
             following = run.after_response(call, response)
-            if following is None:
+            if following is not None:
+                # Read a small body first, so that its connection goes back to the pool.
+                await call.discard(response, 0.0, None)
+            elif not run.prefetches(response):
                 return response
-            # Read a small body first, so that its connection goes back to the pool.
-            await call.discard(response, 0.0, None)
+            else:
+                try:
+                    await response.aread()
+                except Exception:
+                    following = run.after_body_error()
+                    if following is None:
+                        raise
+                    await response.aclose()
+                else:
+                    return response
         call = following
 
 
@@ -459,7 +472,18 @@ def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
                 raise
         else:
             following = run.after_response(call, response)
-            if following is None:
+            if following is not None:
+                call.discard_sync(response, 0.0, None)
+            elif not run.prefetches(response):
                 return response
-            call.discard_sync(response, 0.0, None)
+            else:
+                try:
+                    response.read()
+                except Exception:
+                    following = run.after_body_error()
+                    if following is None:
+                        raise
+                    response.close()
+                else:
+                    return response
         call = following

@@ -25,13 +25,14 @@ from urllib.parse import urlsplit
 
 from .._core.errors import CircuitOpenError, ConfigError, LoadShedError, RetryBudgetExhausted
 from .._core.events import Outcome
+from .body import content_length
 from .hosts import format_target
 from .rules import IDEMPOTENCY_KEY_HEADER, is_idempotent
 
 if TYPE_CHECKING:
     from .exchange import HttpCall
 
-__all__ = ["ORIGIN_EXTENSION", "FailoverRun", "Origin", "origin_of", "origins"]
+__all__ = ["ORIGIN_EXTENSION", "PREFETCH_LIMIT", "FailoverRun", "Origin", "origin_of", "origins"]
 
 #: ``response.extensions`` key naming the origin that answered (``scheme://host[:port]``).
 ORIGIN_EXTENSION: Final = "retrymw.origin"
@@ -39,6 +40,10 @@ ORIGIN_EXTENSION: Final = "retrymw.origin"
 _SCHEMES = frozenset({"http", "https"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _EXAMPLE = 'Origin("https://fallback.example.com")'
+
+#: A successful answer whose ``Content-Length`` is at most this is read before it is returned
+#: while an origin is left, so that a body cut or stalled midway goes on to that origin.
+PREFETCH_LIMIT: Final = 1024 * 1024
 
 #: A rewrite: given the request aimed at an origin, the request to send there.
 Rewrite = Callable[[Any], Any]
@@ -209,6 +214,21 @@ class FailoverRun:
         """The next origin's call if ``error``, what ``call`` raised, sends the request on
         (`goes_on`); ``None``: ``error`` is raised."""
         return self._following() if self.goes_on(call, None, error) else None
+
+    def prefetches(self, response: Any) -> bool:
+        """Whether ``response``, the answer, is read before it is returned: an origin is left,
+        and it is a success whose length is known and at most `PREFETCH_LIMIT`. A streamed
+        answer (no length) is returned as it comes: its first bytes are the caller's."""
+        if self._next >= len(self._origins) or response.status_code >= 400:
+            return False
+        length = content_length(response.headers.get("content-length"))
+        return length is not None and length <= PREFETCH_LIMIT
+
+    def after_body_error(self) -> HttpCall | None:
+        """The next origin's call when reading the answer's body (`prefetches`) failed: cut,
+        stalled past the transport's ``stall_timeout``, out of time; ``None``: the error is
+        raised."""
+        return self._following()
 
     def goes_on(self, call: HttpCall, response: Any, error: Exception | None) -> bool:
         """Whether ``call``'s ending sends the request to the next origin: one is left, time

@@ -386,6 +386,12 @@ CATALOGUE = [
     pytest.param((Step(drop=True),), "fallback", id="reset-before-headers"),
     pytest.param((Step(delay=5.0),), "fallback", id="no-response"),
     pytest.param((_slow(openai_completion("primary"), 0.3),), "primary", id="slow-first-token"),
+    pytest.param(
+        (dataclasses.replace(openai_completion("primary"), truncate=True),),
+        "fallback",
+        id="answer-cut-midway",
+    ),
+    pytest.param((_slow(openai_completion("primary"), 5.0),), "fallback", id="answer-stalled"),
     pytest.param((_error(400, "context_length_exceeded"),), 400, id="400-context-length"),
     pytest.param((_error(400, "content_filter"),), 400, id="400-content-filter"),
     pytest.param((), "fallback", id="primary-down"),
@@ -448,6 +454,7 @@ def test_llm_catalogue_through_the_openai_sdk(
     transport = retrymw.httpx2.RetryTransport(
         policy=_CATALOGUE_POLICY,
         profile="sdk",
+        stall_timeout=1.0,
         failover=[Origin(answer.split("/s/")[0], rewrite=_use_model("fallback-model"))],
     )
     client = openai.OpenAI(
@@ -485,7 +492,9 @@ def test_llm_catalogue_through_plain_httpx(
     """The same catalogue through plain httpx: the answering origin is named on the response."""
     base, answer, fallback = _catalogue_setup(providers, steps)
     fallback_origin = answer.split("/s/")[0]
-    transport = RetryTransport(policy=_CATALOGUE_POLICY, profile="sdk", failover=[fallback_origin])
+    transport = RetryTransport(
+        policy=_CATALOGUE_POLICY, profile="sdk", stall_timeout=1.0, failover=[fallback_origin]
+    )
     started = time.monotonic()
     with httpx.Client(transport=transport, timeout=20.0) as client:
         response = client.post(
