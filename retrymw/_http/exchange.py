@@ -429,8 +429,9 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
 
     A retryable answer that the request leaves for the next origin is closed first (a small
     body read, as between retries, so that its connection is reused). While an origin is
-    left, a successful answer of known, bounded length is read before it is returned
-    (`FailoverRun.prefetches`): a body cut or stalled on the way goes on to that origin.
+    left, a successful answer is read ahead before it is returned (`FailoverRun.read_ahead`:
+    all of a bounded one, the first chunk of a stream): a body that breaks by then goes on
+    to that origin, before the caller has read any of it.
     """
     call = run.first()
     while True:
@@ -445,11 +446,14 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
             if following is not None:
                 # Read a small body first, so that its connection goes back to the pool.
                 await call.discard(response, 0.0, None)
-            elif not run.prefetches(response):
+            elif (ahead := run.read_ahead(response)) is None:
                 return response
             else:
                 try:
-                    await response.aread()
+                    if ahead == "whole":
+                        await response.aread()
+                    else:
+                        await response.stream.read_first_async()
                 except Exception:
                     following = run.after_body_error()
                     if following is None:
@@ -474,11 +478,14 @@ def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
             following = run.after_response(call, response)
             if following is not None:
                 call.discard_sync(response, 0.0, None)
-            elif not run.prefetches(response):
+            elif (ahead := run.read_ahead(response)) is None:
                 return response
             else:
                 try:
-                    response.read()
+                    if ahead == "whole":
+                        response.read()
+                    else:
+                        response.stream.read_first_sync()
                 except Exception:
                     following = run.after_body_error()
                     if following is None:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from .._core.errors import CircuitOpenError, ConfigError, LoadShedError, RetryBudgetExhausted
 from .._core.events import Outcome
 from .body import content_length
 from .hosts import format_target
+from .responses import WatchedBody
 from .rules import IDEMPOTENCY_KEY_HEADER, is_idempotent
 
 if TYPE_CHECKING:
@@ -42,8 +43,12 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _EXAMPLE = 'Origin("https://fallback.example.com")'
 
 #: A successful answer whose ``Content-Length`` is at most this is read before it is returned
-#: while an origin is left, so that a body cut or stalled midway goes on to that origin.
+#: while an origin is left, so that a body cut or stalled midway goes on to that origin (a
+#: longer or streamed one: its first chunk only).
 PREFETCH_LIMIT: Final = 1024 * 1024
+
+#: How much of an answer is read before it is returned (`FailoverRun.read_ahead`).
+ReadAhead = Literal["whole", "first"]
 
 #: A rewrite: given the request aimed at an origin, the request to send there.
 Rewrite = Callable[[Any], Any]
@@ -215,17 +220,21 @@ class FailoverRun:
         (`goes_on`); ``None``: ``error`` is raised."""
         return self._following() if self.goes_on(call, None, error) else None
 
-    def prefetches(self, response: Any) -> bool:
-        """Whether ``response``, the answer, is read before it is returned: an origin is left,
-        and it is a success whose length is known and at most `PREFETCH_LIMIT`. A streamed
-        answer (no length) is returned as it comes: its first bytes are the caller's."""
+    def read_ahead(self, response: Any) -> ReadAhead | None:
+        """How much of ``response``, the answer, is read before it is returned, while an
+        origin is left for a body that breaks: all of a success whose length is known and at
+        most `PREFETCH_LIMIT` (``"whole"``), the first chunk of a streamed one (``"first"``:
+        a stream cut or stalled before its first byte); ``None``: nothing, it is returned
+        as it is (no origin left, an error status, a body already read)."""
         if self._next >= len(self._origins) or response.status_code >= 400:
-            return False
+            return None
         length = content_length(response.headers.get("content-length"))
-        return length is not None and length <= PREFETCH_LIMIT
+        if length is not None and length <= PREFETCH_LIMIT:
+            return "whole"
+        return "first" if isinstance(response.stream, WatchedBody) else None
 
     def after_body_error(self) -> HttpCall | None:
-        """The next origin's call when reading the answer's body (`prefetches`) failed: cut,
+        """The next origin's call when reading the answer's body ahead (`read_ahead`) failed: cut,
         stalled past the transport's ``stall_timeout``, out of time; ``None``: the error is
         raised."""
         return self._following()

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,9 +35,10 @@ from retrymw import CallFinished, CircuitBreaker, ConfigError, Origin, RetryPoli
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.httpx import TransportCircuitOpenError as HttpxCircuitOpen
 from retrymw.instrumentation import _names as names
+from retrymw.stores import SQLiteStore
 from retrymw.testing import RecordingInstrument
 from tests.http_server import FlakyServer, Step
-from tests.sdk.fake_api import OPENAI_KEY, openai_completion, openai_error
+from tests.sdk.fake_api import OPENAI_KEY, openai_completion, openai_error, openai_stream
 
 MESSAGES: list[Any] = [{"role": "user", "content": "ping"}]
 KEY = {"Idempotency-Key": "key-1"}
@@ -301,6 +303,23 @@ def test_a_failed_over_answer_gives_its_connection_back(
     assert main.accepted == 1
 
 
+def test_a_resumable_request_keeps_one_record_per_origin(
+    primary: _OriginServer, secondary: _OriginServer, tmp_path: Path
+) -> None:
+    """With a store, a keyed request's attempts are kept per origin: the primary's spent
+    attempts do not use up the secondary's (which would refuse it unsent)."""
+    transport = RetryTransport(
+        policy=_policy(),
+        store=SQLiteStore(tmp_path / "calls.db"),
+        failover=[secondary.url],
+    )
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        response = client.put(f"{primary.url}/v1/orders/7", content=b"{}", headers=KEY)
+    assert response.text == "secondary"
+    assert len(primary.requests()) == 2
+    assert len(secondary.requests()) == 1
+
+
 def test_telemetry_says_failover_and_names_each_origin(
     primary: _OriginServer, secondary: _OriginServer
 ) -> None:
@@ -511,4 +530,75 @@ def test_llm_catalogue_through_plain_httpx(
             assert content == expected
             origin = response.extensions["retrymw.origin"]
             assert origin == (fallback_origin if expected == "fallback" else base.split("/s/")[0])
+    assert time.monotonic() - started < _CATALOGUE_DEADLINE
+
+
+_SSE = {"content-type": "text/event-stream"}
+
+#: A streamed answer (``stream=True``): the primary's step, and what the caller ends with: the
+#: text of the origin that answered, or the error its reading raises (the fallback unasked).
+STREAMS = [
+    pytest.param(
+        _slow(openai_stream("pri", "mary"), 5.0), "fallback", id="stalled-before-first-event"
+    ),
+    pytest.param(
+        Step(200, dict(_SSE), b"", truncate=True), "fallback", id="cut-before-first-event"
+    ),
+    pytest.param(
+        dataclasses.replace(openai_stream("pri", "mary"), truncate=True, chunked=False),
+        "fallback",
+        id="cut-mid-answer-unread",
+    ),
+    pytest.param(
+        # Its first byte arrives, then nothing (one byte a chunk, 5 s apart).
+        dataclasses.replace(openai_stream("pri", "mary"), pace=5.0),
+        openai.APITimeoutError,  # the transport's stall_timeout, as the SDK reports it
+        id="stalled-mid-answer",
+    ),
+    pytest.param(
+        Step(200, dict(_SSE), b"data: {not json\n\n", chunked=True),
+        json.JSONDecodeError,
+        id="malformed-chunk",
+    ),
+]
+
+
+@pytest.mark.parametrize(("step", "expected"), STREAMS)
+def test_llm_streams_through_the_openai_sdk(
+    step: Step, expected: str | type[Exception], providers: tuple[FlakyServer, FlakyServer]
+) -> None:
+    """``stream=True`` with a fallback origin: a stream that breaks before the caller read any
+    of it restarts on the fallback; one that breaks once the caller reads it is the caller's
+    error, within the deadline, and the fallback is not asked."""
+    import retrymw.httpx2
+
+    main, other = providers
+    base = main.script(step)
+    answer = other.script(openai_stream("fall", "back"))
+    transport = retrymw.httpx2.RetryTransport(
+        policy=_CATALOGUE_POLICY,
+        profile="sdk",
+        stall_timeout=1.0,
+        failover=[answer.split("/s/")[0]],
+    )
+    client = openai.OpenAI(
+        api_key=OPENAI_KEY,
+        base_url=base,
+        max_retries=0,
+        http_client=httpx2.Client(transport=transport, timeout=20.0),
+    )
+    started = time.monotonic()
+    with client:
+        stream = client.chat.completions.create(
+            model="main-model", messages=MESSAGES, stream=True, extra_headers=KEY
+        )
+        if isinstance(expected, str):
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+            assert text == expected
+        else:
+            with pytest.raises(expected):
+                for _ in stream:
+                    pass
+            # Its first bytes had reached the caller: not restarted elsewhere.
+            assert other.served(answer) == 0
     assert time.monotonic() - started < _CATALOGUE_DEADLINE
