@@ -46,7 +46,7 @@ from .sdk import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
-    from .origins import FailoverRun
+    from .origins import FailoverRun, ReadAhead
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
@@ -423,6 +423,38 @@ def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     return call.checked(result)
 
 
+async def _read_ahead_async(response: Any, ahead: ReadAhead | None) -> Exception | None:
+    """Read ``ahead`` of ``response``'s body (`FailoverRun.read_ahead`); return the error that
+    broke it, or ``None``. Cancelled, the response is closed: nobody will read it."""
+    try:
+        if ahead == "whole":
+            await response.aread()
+        elif ahead == "first":
+            await response.stream.read_first_async()
+    except Exception as error:
+        return error
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+        raise
+    return None
+
+
+def _read_ahead_sync(response: Any, ahead: ReadAhead | None) -> Exception | None:
+    """Sync twin of `_read_ahead_async`."""
+    try:
+        if ahead == "whole":
+            response.read()
+        elif ahead == "first":
+            response.stream.read_first_sync()
+    except Exception as error:
+        return error
+    except BaseException:
+        response.close()
+        raise
+    return None
+
+
 async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[Any]]) -> Any:
     """Run a request along its origins (`FailoverRun`): each origin's call through
     `drive_async`, until one answers or the run says the answer or the error is final.
@@ -446,21 +478,13 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
             if following is not None:
                 # Read a small body first, so that its connection goes back to the pool.
                 await call.discard(response, 0.0, None)
-            elif (ahead := run.read_ahead(response)) is None:
+            elif (broke := await _read_ahead_async(response, run.read_ahead(response))) is None:
                 return response
             else:
-                try:
-                    if ahead == "whole":
-                        await response.aread()
-                    else:
-                        await response.stream.read_first_async()
-                except Exception:
-                    following = run.after_body_error()
-                    if following is None:
-                        raise
-                    await response.aclose()
-                else:
-                    return response
+                following = run.after_body_error()
+                if following is None:
+                    raise broke
+                await response.aclose()
         call = following
 
 
@@ -478,19 +502,11 @@ def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
             following = run.after_response(call, response)
             if following is not None:
                 call.discard_sync(response, 0.0, None)
-            elif (ahead := run.read_ahead(response)) is None:
+            elif (broke := _read_ahead_sync(response, run.read_ahead(response))) is None:
                 return response
             else:
-                try:
-                    if ahead == "whole":
-                        response.read()
-                    else:
-                        response.stream.read_first_sync()
-                except Exception:
-                    following = run.after_body_error()
-                    if following is None:
-                        raise
-                    response.close()
-                else:
-                    return response
+                following = run.after_body_error()
+                if following is None:
+                    raise broke
+                response.close()
         call = following

@@ -11,8 +11,10 @@ as soon as the primary's circuit lets a call through (half-open probes are real 
 A non-retryable answer (400, 401, 403, 404...) is the answer; a request that is not
 idempotent never leaves its primary. The call's deadline bounds every origin together.
 
-`FailoverRun` holds every decision; the drivers that loop over it (`exchange.drive_origins_async`,
-`drive_origins_sync`) only send and close.
+`FailoverRun` holds every decision, down to how much of an answer is read before it is
+returned (`FailoverRun.read_ahead`: a body that breaks by then goes on to the next origin); the
+drivers that loop over it (`exchange.drive_origins_async`, `drive_origins_sync`) only send,
+read and close.
 """
 
 from __future__ import annotations
@@ -82,11 +84,6 @@ class Origin:
                 "failover.rewrite", self.rewrite, "must be a callable or None", "use_model"
             )
         object.__setattr__(self, "url", _label(scheme, host, port))
-
-    @property
-    def scheme(self) -> str:
-        """``http`` or ``https``."""
-        return _parse_origin(self.url)[0]
 
     def aim(self, request: Any, module: Any) -> Any:
         """A copy of ``request`` (a request of ``module``, its body read) sent to this origin

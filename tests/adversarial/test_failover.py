@@ -602,3 +602,33 @@ def test_llm_streams_through_the_openai_sdk(
             # Its first bytes had reached the caller: not restarted elsewhere.
             assert other.served(answer) == 0
     assert time.monotonic() - started < _CATALOGUE_DEADLINE
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        pytest.param(Step(body=b"primary", chunked=True, stall=5.0), "fallback", id="stalled"),
+        pytest.param(Step(body=b"primary", chunked=True), "primary", id="healthy"),
+    ],
+)
+async def test_an_async_stream_that_stalls_before_its_first_byte_restarts_elsewhere(
+    step: Step, expected: str, providers: tuple[FlakyServer, FlakyServer]
+) -> None:
+    """AsyncRetryTransport, a GET streamed with ``client.stream``: a primary that sends its
+    head and then nothing (past ``stall_timeout``) is left for the fallback before the
+    caller reads a byte; a healthy stream is the primary's, its first chunk read ahead and
+    handed over intact."""
+    main, other = providers
+    url = main.script(step)
+    other.script(Step(body=b"fallback", chunked=True))
+    transport = AsyncRetryTransport(
+        policy=_policy(attempts=1), stall_timeout=0.5, failover=[other.base_url]
+    )
+    async with (
+        httpx.AsyncClient(transport=transport, timeout=10.0) as client,
+        client.stream("GET", url) as response,
+    ):
+        body = b"".join([chunk async for chunk in response.aiter_bytes()])
+    assert body.decode() == expected
