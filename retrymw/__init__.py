@@ -46,6 +46,7 @@ from ._engine.resume import ResumeExhausted as ResumeExhausted
 from ._engine.resume import resume as resume
 from ._engine.retrier import Retrier as Retrier
 from ._engine.retrier import retry as retry
+from ._http.origins import Origin as Origin
 from ._protect.breaker import CircuitBreaker as CircuitBreaker
 from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._protect.budget import RetryBudget as RetryBudget
@@ -86,6 +87,7 @@ __all__ = [
     "LinearBackoff",
     "LoadShedError",
     "Matcher",
+    "Origin",
     "Outcome",
     "PerTarget",
     "ResumeExhausted",

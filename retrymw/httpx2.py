@@ -42,6 +42,7 @@ from ._http.flavour import (
     RetryBudgetExhaustedMixin,
     register,
 )
+from ._http.origins import Origin
 from ._http.overrides import POLICY_EXTENSION
 from ._http.transport import AsyncShell, SyncShell
 
@@ -132,6 +133,12 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             delay gets extra concurrent copies, the first usable answer winning, each copy
             paid from the host's retry budget (docs/hedging.md); ``None`` (the default) for
             none.
+        failover: other origins (URLs ``"https://host[:port]"`` or `retrymw.Origin`), in
+            order: an idempotent request whose own origin's circuit is open, or whose retries
+            there ended on a retryable answer, is sent to the next one (same path and query;
+            one circuit per origin), within the request's deadline; the answering origin is in
+            ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
+            default): none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -178,6 +185,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
         hedge: Hedge | None = None,
+        failover: list[str | Origin] | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -196,6 +204,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             first_byte_timeout=first_byte_timeout,
             profile=profile,
             hedge=hedge,
+            failover=failover,
         )
 
 
@@ -231,6 +240,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        failover: list[str | Origin] | None = None,
     ) -> None:
         self._setup(
             transport,
@@ -248,6 +258,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            failover=failover,
         )
 
 

@@ -40,6 +40,7 @@ CallOutcome = Literal[
     "shed",
     "deadline_exceeded",
     "cancelled",
+    "failover",
 ]
 #: What became of an attempt; ``hedge``: an extra copy sent by a `Hedge` (its ``error_type`` is
 #: empty when its answer won, ``cancelled`` when another copy won first, else its failure).

@@ -336,6 +336,13 @@ class CallRun(CallState):
                 self._report_attempt(outcome, now, matched, delay)
         return delay
 
+    def _hand_on(self) -> None:
+        """The call gave up: if its front door sends the request on to another origin (HTTP
+        failover, `HandsOn`), its outcome is ``failover``, not a failure the caller sees."""
+        hands_on = getattr(self.adapter, "hands_on", None)  # optional: `HandsOn`
+        if hands_on is not None and hands_on(self.result, self.error):
+            self.outcome = "failover"
+
     def _follows_body(self, result: object) -> bool:
         """Whether the front door reports the end of ``result``'s body to `body_ended`."""
         follow = getattr(self.adapter, "follow_body", None)  # optional: `BodyFollower`
@@ -372,6 +379,8 @@ class CallRun(CallState):
         error = self.error
         if error is None and self.outcome == "success" and self.budget is not None:
             self.budget.record_success()
+        if self.reason is not None:
+            self._hand_on()
         hooks = self.dispatch.call_finished
         if self.pending is not None:
             # Reported when the body ends (`body_ended`); what the scopes made current must not

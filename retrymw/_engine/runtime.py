@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .._protect.hedge import Hedge
     from ..stores import Store
 
-__all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "Runtime", "for_target"]
+__all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "HandsOn", "Runtime", "for_target"]
 
 #: Told once how the body of the returned result was read, and the exception that cut or
 #: stalled it, if any (`BodyFollower.follow_body`).
@@ -148,4 +148,17 @@ class BodyFollower(Protocol):
     def follow_body(self, result: object, ending: BodyEnding) -> bool:
         """Whether ``result``, which the call will return, has a body still to be read; if so,
         ``ending`` is called once when it has been read or closed (`returned` arranges it)."""
+        ...
+
+
+class HandsOn(Protocol):
+    """An `AttemptAdapter` that may send a request on elsewhere when its call gives up.
+
+    Optional: the engine looks for ``hands_on`` on the adapter (the HTTP transports have it
+    when they fail over to other origins), and a call that is handed on ends with outcome
+    ``failover`` instead of the failure it would report.
+    """
+
+    def hands_on(self, result: object, error: Exception | None) -> bool:
+        """Whether the call's last ``result`` or ``error`` sends the request to another origin."""
         ...

@@ -177,6 +177,9 @@ class WatchedBody:
         self._last_at = self._head_at
         self._first: float | None = None
         self._size = 0
+        # A chunk read ahead (`read_first_async`), yielded first; the iterator it came from.
+        self._held: bytes | None = None
+        self._chunks: Any = None
 
     def _wait(self) -> float:
         """How long the next chunk may take; the flavour's ``ReadTimeout`` if no time is left."""
@@ -250,9 +253,34 @@ class WatchedBody:
             self._got(chunk)
         return chunk
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = self._stream.__aiter__()
+    async def read_first_async(self) -> None:
+        """Read the body's first chunk now, within the limits; it is yielded first later.
+
+        A body cut or stalled before its first byte raises here (the attempt then ended
+        ``cut`` or ``stalled``), before anything reached the caller: failover goes on with it.
+        """
+        self._chunks = chunks = self._stream.__aiter__()
         try:
+            self._held = await self._next_async(chunks)
+        except BaseException as error:
+            self._failed(error)
+            raise
+
+    def read_first_sync(self) -> None:
+        """Sync twin of `read_first_async`."""
+        self._chunks = chunks = iter(self._stream)
+        try:
+            self._held = self._next_sync(chunks)
+        except BaseException as error:
+            self._failed(error)
+            raise
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        held, self._held = self._held, None
+        chunks = self._stream.__aiter__() if self._chunks is None else self._chunks
+        try:
+            if held is not None:
+                yield held
             while (chunk := await self._next_async(chunks)) is not None:
                 yield chunk
         except BaseException as error:
@@ -262,8 +290,11 @@ class WatchedBody:
         self._end("completed")
 
     def __iter__(self) -> Iterator[bytes]:
-        chunks = iter(self._stream)
+        held, self._held = self._held, None
+        chunks = iter(self._stream) if self._chunks is None else self._chunks
         try:
+            if held is not None:
+                yield held
             while (chunk := self._next_sync(chunks)) is not None:
                 yield chunk
         except BaseException as error:

@@ -24,10 +24,11 @@ from .._engine.resume import resume
 from .._engine.retrier import Retrier
 from .._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg, default_budget
 from .body import REPLAY_LIMIT, buffer_async, buffer_sync
-from .exchange import HttpCall, drive_async, drive_sync
+from .exchange import HttpCall, drive_async, drive_origins_async, drive_origins_sync, drive_sync
 from .flavour import Flavour
 from .hosts import per_host
 from .limits import bound_transport
+from .origins import FailoverRun, Origin, origins
 from .overrides import HELPER_EXTENSION, POLICY_EXTENSION, PolicyResolver
 from .responses import NO_LIMITS, BodyLimits
 from .rules import IDEMPOTENCY_KEY_HEADER, http_profile
@@ -52,7 +53,7 @@ class TransportCore:
     The protection arguments are turned into the `Retrier`'s here, and nowhere else.
     """
 
-    __slots__ = ("attempt_header", "flavour", "profile", "resolver", "retrier", "sdk")
+    __slots__ = ("attempt_header", "flavour", "origins", "profile", "resolver", "retrier", "sdk")
 
     def __init__(
         self,
@@ -69,8 +70,11 @@ class TransportCore:
         attempt_header: str | None = None,
         profile: str = "http",
         hedge: Hedge | None = None,
+        failover: list[str | Origin] | None = None,
     ) -> None:
         self.attempt_header = _check_attempt_header(attempt_header)
+        # The origins after each request's own, in order (`FailoverRun`).
+        self.origins = origins(failover)
         self.flavour = flavour
         self.profile = http_profile(profile)
         self.resolver = PolicyResolver(self.profile.policy(policy), policies, self.profile)
@@ -178,6 +182,33 @@ class TransportCore:
             sdk_count=None if count is None else count.start,
             limits=limits,
             profile=self.profile,
+        )
+
+    def failover(
+        self,
+        request: Any,
+        policy: RetryPolicy,
+        count: SdkAttempt | None,
+        replayable: bool,
+        limits: BodyLimits = NO_LIMITS,
+    ) -> FailoverRun | None:
+        """The `FailoverRun` of a prepared ``request`` along the transport's origins, or
+        ``None`` when it has none to go to (no ``failover``, or a body that cannot be resent)."""
+        if not self.origins or not replayable:
+            return None
+
+        def call(aimed: Any, left: float | None) -> HttpCall:
+            # Each origin gets what the request's deadline leaves (``None``: the policy's own).
+            timed = policy if left is None else policy.replace(deadline=left)
+            return self.call(aimed, timed, count, replayable, limits)
+
+        return FailoverRun(
+            call,
+            request,
+            self.origins,
+            self.flavour.module,
+            policy.deadline,
+            self.retrier.clock.now,
         )
 
     def describe(self, kind: str, transport: object) -> str:
@@ -288,24 +319,35 @@ class AsyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = await buffer_async(request, self.max_replay_body, flavour.module)
-        call = core.call(request, policy, count, replayable, self._body_limits)
+        call: HttpCall | FailoverRun | None = core.failover(
+            request, policy, count, replayable, self._body_limits
+        )
+        if call is None:
+            call = core.call(request, policy, count, replayable, self._body_limits)
         if count is None:
-            return await self._drive(call)
+            return await self._drive(request, call)
         try:
-            response = await self._drive(call)
+            response = await self._drive(request, call)
         except Exception:
             core.sdk.ended(request, count, None)
             raise
         core.sdk.ended(request, count, response)
         return response
 
-    async def _drive(self, call: HttpCall) -> Any:
-        """Run ``call`` through the inner transport, in its resume scope if it has one."""
-        scope = self._core.resume_scope(call.request)
+    async def _drive(self, request: Any, call: HttpCall | FailoverRun) -> Any:
+        """Run ``call`` (or a `FailoverRun` along the origins) through the inner transport, in
+        the request's resume scope if it has one."""
+        scope = self._core.resume_scope(request)
         if scope is None:
-            return await drive_async(call, self._transport.handle_async_request)
+            return await self._send(call)
         with scope:
-            return await drive_async(call, self._transport.handle_async_request)
+            return await self._send(call)
+
+    async def _send(self, call: HttpCall | FailoverRun) -> Any:
+        send = self._transport.handle_async_request
+        if isinstance(call, FailoverRun):
+            return await drive_origins_async(call, send)
+        return await drive_async(call, send)
 
     async def aclose(self) -> None:
         """Close the inner transport."""
@@ -337,24 +379,34 @@ class SyncShell(_Shell):
         policy, count = core.prepare(request)
         flavour = core.flavour
         replayable = buffer_sync(request, self.max_replay_body, flavour.module)
-        call = core.call(request, policy, count, replayable, self._body_limits)
+        call: HttpCall | FailoverRun | None = core.failover(
+            request, policy, count, replayable, self._body_limits
+        )
+        if call is None:
+            call = core.call(request, policy, count, replayable, self._body_limits)
         if count is None:
-            return self._drive(call)
+            return self._drive(request, call)
         try:
-            response = self._drive(call)
+            response = self._drive(request, call)
         except Exception:
             core.sdk.ended(request, count, None)
             raise
         core.sdk.ended(request, count, response)
         return response
 
-    def _drive(self, call: HttpCall) -> Any:
+    def _drive(self, request: Any, call: HttpCall | FailoverRun) -> Any:
         """Sync twin of `AsyncShell._drive`."""
-        scope = self._core.resume_scope(call.request)
+        scope = self._core.resume_scope(request)
         if scope is None:
-            return drive_sync(call, self._transport.handle_request)
+            return self._send(call)
         with scope:
-            return drive_sync(call, self._transport.handle_request)
+            return self._send(call)
+
+    def _send(self, call: HttpCall | FailoverRun) -> Any:
+        send = self._transport.handle_request
+        if isinstance(call, FailoverRun):
+            return drive_origins_sync(call, send)
+        return drive_sync(call, send)
 
     def close(self) -> None:
         """Close the inner transport."""

@@ -50,9 +50,11 @@ DESIGN_METRICS = {
         ("circuit", "circuit_previous_state", "circuit_state"),
     ),
 }
+#: §6's outcomes, then the ones §14 asks metrics to tell: a call whose request went on to the
+#: next origin (``failover``).
 DESIGN_OUTCOMES = (
     "success failure exhausted budget_exhausted throttled circuit_open shed deadline_exceeded "
-    "cancelled"
+    "cancelled failover"
 )
 #: DESIGN lists no ``shed`` reason; the code also gives up with reason ``shed`` when the
 #: adaptive throttle sheds a retry (CHANGELOG: "outcome and reason `shed`"): a documented
