@@ -20,6 +20,7 @@ from ._core.durations import parse_duration as parse_duration
 from ._core.errors import CircuitOpenError as CircuitOpenError
 from ._core.errors import ConfigError as ConfigError
 from ._core.errors import LoadShedError as LoadShedError
+from ._core.errors import PacedError as PacedError
 from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
 from ._core.errors import RetrymwError as RetrymwError
 from ._core.events import Attached as Attached
@@ -50,6 +51,8 @@ from ._protect.breaker import CircuitBreaker as CircuitBreaker
 from ._protect.breaker import CircuitBreakerStatistics as CircuitBreakerStatistics
 from ._protect.budget import RetryBudget as RetryBudget
 from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
+from ._protect.pacer import Pacer as Pacer
+from ._protect.pacer import PacerStatistics as PacerStatistics
 from ._protect.targets import PerTarget as PerTarget
 from ._protect.throttle import AdaptiveThrottle as AdaptiveThrottle
 from ._protect.throttle import AdaptiveThrottleStatistics as AdaptiveThrottleStatistics
@@ -82,6 +85,9 @@ __all__ = [
     "LoadShedError",
     "Matcher",
     "Outcome",
+    "PacedError",
+    "Pacer",
+    "PacerStatistics",
     "PerTarget",
     "ResumeExhausted",
     "Retrier",

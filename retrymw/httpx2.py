@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ._core.clock import Clock
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, PacerArg, ThrottleArg
 from ._http.client import request, request_sync
 from ._http.exchange import ATTEMPTS_EXTENSION
 from ._http.flavour import (
@@ -127,6 +127,10 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             with ``max_retries=0``, a policy without ``retry_on`` retries what the SDKs retry
             (408, 409, 429, 5xx, connection errors, timeouts), and those statuses are resent
             whatever the method (docs/sdks.md).
+        pacer: a `Pacer`: the template of one pacer per host (``"<name>:<host>"``; the live
+            ones are ``transport.retrier.pacer``), or a ``PerTarget`` of one, used as it is:
+            every attempt waits for its host's slot, and the pacer learns the host's limit
+            from its answers (docs/pacing.md); ``None`` (the default) for none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -172,6 +176,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -189,6 +194,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            pacer=pacer,
         )
 
 
@@ -224,6 +230,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         stall_timeout: float | None = None,
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -241,6 +248,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             stall_timeout=stall_timeout,
             first_byte_timeout=first_byte_timeout,
             profile=profile,
+            pacer=pacer,
         )
 
 

@@ -40,6 +40,7 @@ CallOutcome = Literal[
     "shed",
     "deadline_exceeded",
     "cancelled",
+    "paced",
 ]
 AttemptOutcome = Literal["success", "retried", "failed"]
 RetryReason = Literal[
@@ -54,6 +55,7 @@ RetryReason = Literal[
     "retry_after_exceeds_limit",
     "server_said_no",
     "retried_below",
+    "paced",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
 #: How reading a response body ended: read to its ``completed`` end, ``closed`` by the caller

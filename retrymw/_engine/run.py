@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core.errors import CircuitOpenError, LoadShedError
+from .._core.errors import CircuitOpenError, LoadShedError, PacedError
 from .._core.events import (
     OVERLOAD_STATUSES,
     BodyRead,
@@ -53,6 +53,7 @@ class CallRun(CallState):
         "guarded",
         "operation",
         "outcome",
+        "pacer",
         "pending",
         "policy",
         "reason",
@@ -97,6 +98,8 @@ class CallRun(CallState):
         self.breaker = breaker if breaker is None else for_target(breaker, self.target)
         self.budget = budget if budget is None else for_target(budget, self.target)
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
+        pacer = runtime.pacer
+        self.pacer = pacer if pacer is None else for_target(pacer, self.target)
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
@@ -156,6 +159,23 @@ class CallRun(CallState):
             return 0.0 if self.resume is None else self._resume()
         self.attempt = 1
         return self.finish_attempt(None if error is not None else result, error)
+
+    def pace(self) -> float | None:
+        """Reserve the next attempt's slot with the pacer: the wait before it is sent.
+
+        ``None`` ends the call: the slot lies past the deadline, so the call fails at once
+        with `PacedError` (outcome ``paced`` before any attempt), never late.
+        """
+        pacer = self.pacer
+        assert pacer is not None
+        now = self.runtime.clock.now()
+        left = self.deadline_left()
+        slot = pacer.reserve(now, pacer.cost_of(self.request), within=left)
+        if slot.granted:
+            return slot.wait
+        assert left is not None
+        self._refuse("paced", PacedError(pacer.name, wait=slot.wait, deadline_left=left))
+        return None
 
     def start_attempt(self) -> bool:
         """Ask the breaker, then the throttle, for admission and open the attempt.
@@ -240,6 +260,8 @@ class CallRun(CallState):
                 status=status,
             )
         self.result, self.error, self.status = result, error, status
+        if self.pacer is not None:
+            self._teach_pacer(outcome, now)
         # A delay for a retry, a reason for a give-up, neither when the outcome is accepted.
         step = policy.next_step(self, outcome, now, self.runtime.rng)
         matched = step is not None
@@ -440,6 +462,21 @@ class CallRun(CallState):
                 return "shed"
             self.retry_admitted = True
         return None
+
+    def _teach_pacer(self, outcome: Outcome, now: float) -> None:
+        """Tell the pacer the attempt's answer: the front door's reading of it (an HTTP
+        response's status and rate-limit headers: `PacerTeacher`), else its status."""
+        pacer = self.pacer
+        assert pacer is not None
+        teach = getattr(self.adapter, "teach", None)  # optional: `PacerTeacher`
+        if teach is not None:
+            teach(pacer, outcome, now)
+            return
+        status = outcome.status
+        if status is None and outcome.exception is not None:
+            status = status_of(outcome.exception)
+        if status is not None:
+            pacer.learn(now, status=status)
 
     def _report_verdict(self, failed: bool, outcome: Outcome) -> None:
         """Tell the breaker and the throttle the admitted attempt's verdict.

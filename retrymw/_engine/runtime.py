@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, final
 
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
+from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
 
@@ -20,14 +21,21 @@ if TYPE_CHECKING:
     from .._core.events import BodyRead, Outcome
     from ..stores import Store
 
-__all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "Runtime", "for_target"]
+__all__ = [
+    "AttemptAdapter",
+    "BodyEnding",
+    "BodyFollower",
+    "PacerTeacher",
+    "Runtime",
+    "for_target",
+]
 
 #: Told once how the body of the returned result was read, and the exception that cut or
 #: stalled it, if any (`BodyFollower.follow_body`).
 BodyEnding = Callable[["BodyRead", "Exception | None"], None]
 
 
-K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle)
+K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle, Pacer)
 
 
 def for_target(protection: K | PerTarget[K] | None, target: str) -> K | None:
@@ -47,7 +55,7 @@ class Runtime:
         admits_attempts: a breaker or throttle admits each attempt.
         gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
         guards_calls: something decides about each attempt before it runs (a breaker or
-            throttle admitting it, a store claiming it).
+            throttle admitting it, a pacer timing it, a store claiming it).
     """
 
     __slots__ = (
@@ -58,6 +66,7 @@ class Runtime:
         "clock",
         "gates_retries",
         "guards_calls",
+        "pacer",
         "rng",
         "store",
         "throttle",
@@ -72,6 +81,7 @@ class Runtime:
         budget: RetryBudget | PerTarget[RetryBudget] | None,
         throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None,
         store: Store | None,
+        pacer: Pacer | PerTarget[Pacer] | None = None,
     ) -> None:
         self.clock = clock
         self.rng = rng
@@ -79,8 +89,9 @@ class Runtime:
         self.budget = budget
         self.throttle = throttle
         self.store = store
+        self.pacer = pacer
         self.admits_attempts = breaker is not None or throttle is not None
-        self.guards_calls = self.admits_attempts or store is not None
+        self.guards_calls = self.admits_attempts or store is not None or pacer is not None
         self.gates_retries = breaker is not None or throttle is not None or budget is not None
         self._budget_read_at = -math.inf
 
@@ -143,4 +154,16 @@ class BodyFollower(Protocol):
     def follow_body(self, result: object, ending: BodyEnding) -> bool:
         """Whether ``result``, which the call will return, has a body still to be read; if so,
         ``ending`` is called once when it has been read or closed (`returned` arranges it)."""
+        ...
+
+
+class PacerTeacher(Protocol):
+    """An `AttemptAdapter` that tells a pacer what each answer says about the server's limit.
+
+    Optional: the engine looks for ``teach`` on the adapter (the HTTP transports have it: the
+    response's status and rate-limit headers); without it the pacer learns the status alone.
+    """
+
+    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
+        """Tell ``pacer`` (`Pacer.learn`) what the attempt's answer ``outcome`` says, at ``now``."""
         ...

@@ -22,7 +22,14 @@ from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from .._engine.resume import resume
 from .._engine.retrier import Retrier
-from .._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg, default_budget
+from .._engine.retrier_args import (
+    DEFAULT,
+    BreakerArg,
+    BudgetArg,
+    PacerArg,
+    ThrottleArg,
+    default_budget,
+)
 from .body import REPLAY_LIMIT, buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
@@ -67,6 +74,7 @@ class TransportCore:
         fleet: RedisFleet | None = None,
         attempt_header: str | None = None,
         profile: str = "http",
+        pacer: PacerArg = None,
     ) -> None:
         self.attempt_header = _check_attempt_header(attempt_header)
         self.flavour = flavour
@@ -84,6 +92,7 @@ class TransportCore:
             clock=clock,
             store=store,
             fleet=fleet,
+            pacer=per_host(pacer),  # one pacer per host, as the circuits
         )
         self.sdk = SdkAttempts()
 
