@@ -127,10 +127,13 @@ class CallRun(CallState):
         self.withholds = (
             runtime.gates_retries or self.resume is not None or not self.policy.retry_below
         )
-        # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
-        # timing it): when not, the drivers only count it.
+        # Whether an attempt needs `start_attempt` (admission, a pacer's slot, a resume claim,
+        # an instrument timing it): when not, the drivers only count it.
         self.guarded = (
-            runtime.admits_attempts or self.resume is not None or self.dispatch.times_attempts
+            runtime.admits_attempts
+            or self.pacer is not None
+            or self.resume is not None
+            or self.dispatch.times_attempts
         )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
         # a call going on from its bare first attempt read it before that attempt.

@@ -445,7 +445,8 @@ class Pacer:
         cut_at = self._cut_at
         if cut_at is None:
             return ceiling
-        climbed = CUBIC_C * (now - cut_at - self._k) ** 3 + self._w_max
+        since = now - cut_at if now > cut_at else 0.0
+        climbed = CUBIC_C * (since - self._k) ** 3 + self._w_max
         if ceiling is None:
             measured = self._measured
             if measured > 0.0:
