@@ -9,8 +9,8 @@ theoretical arrival time ``tat`` on by ``cost / rate``.
 A lane's rate is the one given (``Pacer(rate="50/s")``), or the one learned: from rate-limit
 headers (`retrymw._http.ratelimits`; a learned limit is paced at `HEADROOM` of it, since the
 server's window and ours never line up to the millisecond), and from throttling answers
-(429, 503, 529), which cut the requests rate to `BETA` of what was sent (never below
-`FLOOR`); the rate then grows back along a cubic (`CUBIC_C`), as in the AWS SDKs' adaptive
+(429, 503, 529), which cut the requests rate to `BETA` of what was sent (`BETA_KNOWN`
+while a limit is known; never below `FLOOR`); the rate then grows back along a cubic (`CUBIC_C`), as in the AWS SDKs' adaptive
 mode, capped at twice the measured send rate while no limit is known, and at the limit when
 one is. An exhausted counter (``remaining`` 0) or a throttle's ``Retry-After`` holds the lane
 until the reset. ``Pacer()`` paces nothing until the first signal.
@@ -42,6 +42,7 @@ from .settings import shown
 
 __all__ = [
     "BETA",
+    "BETA_KNOWN",
     "CUBIC_C",
     "FLOOR",
     "HEADROOM",
@@ -56,6 +57,10 @@ __all__ = [
 FLOOR: Final = 0.5
 #: A throttling answer cuts the requests rate to this fraction of what was sent (AWS: 0.7).
 BETA: Final = 0.7
+#: The same while a limit is known (given, or read from headers): a throttle then means an
+#: overshoot of a few sends (jitter, a burst of retries), not a limit far below, and repeated
+#: throttles still compound the cut (0.9 every `REACT` seconds halves it in 3.5 s).
+BETA_KNOWN: Final = 0.9
 #: The cubic's scale, in requests/s per s³ (AWS: 0.4): how fast a cut rate grows back.
 CUBIC_C: Final = 0.4
 #: A limit learned from headers is paced at this fraction of it.
@@ -389,8 +394,20 @@ class Pacer:
                     self._requests_limit = limits.requests
                 if limits.tokens is not None and limits.tokens > 0.0:
                     self._tokens_limit = limits.tokens
-                held = _hold(self._requests, now, limits.requests_remaining, limits.requests_reset)
-                held |= _hold(self._tokens, now, limits.tokens_remaining, limits.tokens_reset)
+                held = _hold(
+                    self._requests,
+                    now,
+                    limits.requests_remaining,
+                    limits.requests_reset,
+                    self._requests_limit,
+                )
+                held |= _hold(
+                    self._tokens,
+                    now,
+                    limits.tokens_remaining,
+                    limits.tokens_reset,
+                    self._tokens_limit,
+                )
             if not throttled:
                 return
             self._throttles += 1
@@ -470,6 +487,7 @@ class Pacer:
         if self._cut_at is not None and now - self._cut_at < REACT:
             return
         current = self._requests_rate(now)
+        beta = BETA if self._ceiling() is None else BETA_KNOWN
         measured = self._measured
         if measured <= 0.0 and now > self._measure_start:
             # No bucket finished yet: what was sent since the first one began.
@@ -480,8 +498,8 @@ class Pacer:
             sent = min(current, measured) if current > measured * 2.0 else current
         else:
             sent = current
-        self._w_max = max(FLOOR / BETA, sent)
-        self._k = (self._w_max * (1.0 - BETA) / CUBIC_C) ** (1.0 / 3.0)
+        self._w_max = max(FLOOR / beta, sent)
+        self._k = (self._w_max * (1.0 - beta) / CUBIC_C) ** (1.0 / 3.0)
         self._cut_at = now
 
     def _measure(self, now: float) -> None:
@@ -496,9 +514,18 @@ class Pacer:
         self._measure_start = now
 
 
-def _hold(lane: _Lane, now: float, remaining: float | None, reset: float | None) -> bool:
-    """Hold ``lane`` until ``reset`` if its counter is exhausted; whether it did."""
+def _hold(
+    lane: _Lane, now: float, remaining: float | None, reset: float | None, limit: float | None
+) -> bool:
+    """Hold ``lane`` if its counter is exhausted; whether it did.
+
+    Until ``reset``, or, with the lane's limit known, until one unit is back (``1 / limit``):
+    OpenAI's and Anthropic's resets say when the counter is full again, and it refills
+    continuously, so waiting for the whole reset would leave most of the limit unused.
+    """
     if remaining is None or remaining >= 1.0 or reset is None or reset <= 0.0:
         return False
+    if limit is not None:
+        reset = min(reset, 1.0 / limit)
     lane.hold_until = max(lane.hold_until, now + min(reset, MAX_HOLD))
     return True
