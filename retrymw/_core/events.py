@@ -137,7 +137,9 @@ class AttemptFinished(NamedTuple):
     ``None`` when it raised; instruments read details from it (``network.protocol.version``)
     and must not keep it alive. The attempt that produced the response an HTTP call returns
     ends when its body has been read or closed, and ``body`` says how; a body cut
-    or stalled makes that attempt ``failed`` with the read's exception.
+    or stalled makes that attempt ``failed`` with the read's exception. ``paced_for`` is the
+    time the attempt waited for its pacer's slot before it was sent (``None`` without a
+    pacer); ``duration`` does not include it.
     """
 
     policy: str
@@ -151,6 +153,7 @@ class AttemptFinished(NamedTuple):
     exception: BaseException | None = None
     result: object = None
     body: BodyRead | None = None
+    paced_for: float | None = None
 
 
 class RetryScheduled(NamedTuple):

@@ -58,6 +58,7 @@ class ReportedCall(Protocol):
     runtime: Runtime
     budget: RetryBudget | None
     body: BodyRead | None
+    paced_for: float | None
 
 
 class SettledCall:
@@ -79,6 +80,7 @@ class SettledCall:
     outcome: CallOutcome = "success"
     status: int | None = None
     body: BodyRead | None = None
+    paced_for: float | None = None  # a settled call had no pacer
 
     def __init__(
         self,
@@ -156,6 +158,7 @@ def attempt_finished(
             exception=error,
             result=run.result,
             body=run.body,
+            paced_for=run.paced_for,
         ),
     )
 

@@ -183,7 +183,8 @@ class Retrier:
         if not dispatch.attached:  # nobody listens: no listener left on a shared PerTarget
             return
         dispatch.attach(name, "", self.policy)
-        for protection in (self._runtime.breaker, self._runtime.budget, self._runtime.throttle):
+        runtime = self._runtime
+        for protection in (runtime.breaker, runtime.budget, runtime.throttle, runtime.pacer):
             if isinstance(protection, PerTarget):
                 # The listener first: a target created meanwhile is announced twice, never
                 # missed (instruments tolerate a repeat).

@@ -53,6 +53,7 @@ class CallRun(CallState):
         "guarded",
         "operation",
         "outcome",
+        "paced_for",
         "pacer",
         "pending",
         "policy",
@@ -100,6 +101,7 @@ class CallRun(CallState):
         self.throttle = throttle if throttle is None else for_target(throttle, self.target)
         pacer = runtime.pacer
         self.pacer = pacer if pacer is None else for_target(pacer, self.target)
+        self.paced_for: float | None = None  # the last attempt's wait for its slot
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
@@ -175,6 +177,7 @@ class CallRun(CallState):
         left = self.deadline_left()
         slot = pacer.reserve(now, pacer.cost_of(self.request), within=left)
         if slot.granted:
+            self.paced_for = slot.wait
             return slot.wait
         assert left is not None
         self._refuse("paced", PacedError(pacer.name, wait=slot.wait, deadline_left=left))

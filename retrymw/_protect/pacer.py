@@ -9,11 +9,12 @@ theoretical arrival time ``tat`` on by ``cost / rate``.
 A lane's rate is the one given (``Pacer(rate="50/s")``), or the one learned: from rate-limit
 headers (`retrymw._http.ratelimits`; a learned limit is paced at `HEADROOM` of it, since the
 server's window and ours never line up to the millisecond), and from throttling answers
-(429, 503, 529), which cut the requests rate to `BETA` of what was sent (`BETA_KNOWN`
-while a limit is known; never below `FLOOR`); the rate then grows back along a cubic (`CUBIC_C`), as in the AWS SDKs' adaptive
-mode, capped at twice the measured send rate while no limit is known, and at the limit when
-one is. An exhausted counter (``remaining`` 0) or a throttle's ``Retry-After`` holds the lane
-until the reset. ``Pacer()`` paces nothing until the first signal.
+(429, 503, 529), which cut the requests rate to `BETA` of what was sent (`BETA_KNOWN` while
+a limit is known; never below `FLOOR`); the rate then grows back along a cubic (`CUBIC_C`),
+as in the AWS SDKs' adaptive mode, capped at twice the measured send rate while no limit is
+known, and at the limit when one is. An exhausted counter (``remaining`` 0) holds its lane
+until one unit is back (or its reset), and a throttle's ``Retry-After`` holds the requests
+lane. ``Pacer()`` paces nothing until the first signal.
 
 The share of the limit this process may use is one attribute, `Pacer.share` (1.0 alone; a
 fleet leases a part of the limit to each member by setting it).

@@ -50,16 +50,17 @@ DESIGN_METRICS = {
         ("circuit", "circuit_previous_state", "circuit_state"),
     ),
 }
+#: DESIGN §15 adds ``paced`` (a pacer's slot past the deadline, before any attempt).
 DESIGN_OUTCOMES = (
     "success failure exhausted budget_exhausted throttled circuit_open shed deadline_exceeded "
-    "cancelled"
+    "cancelled paced"
 )
 #: DESIGN lists no ``shed`` reason; the code also gives up with reason ``shed`` when the
 #: adaptive throttle sheds a retry (CHANGELOG: "outcome and reason `shed`"): a documented
 #: deviation, kept here so that any other difference still fails.
 DESIGN_REASONS = (
     "max_attempts budget_exhausted throttled deadline_exceeded circuit_open shed not_idempotent "
-    "body_not_replayable retry_after_exceeds_limit server_said_no retried_below"
+    "body_not_replayable retry_after_exceeds_limit server_said_no retried_below paced"
 )
 #: Scenarios that between them touch every metric of DESIGN's table.
 ALL_TEN = ("success_after_2_retries", "exhausted", "circuit_open")

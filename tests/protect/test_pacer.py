@@ -5,6 +5,7 @@ Every test runs on a `FakeClock`: time is passed in, nothing waits for real.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -22,7 +23,7 @@ def waits(pacer: Pacer, now: float, count: int, cost: float = 0.0) -> list[float
     return [round(pacer.reserve(now, cost).wait, 9) for _ in range(count)]
 
 
-# -- the schedule ----------------------------------------------------------------------------------
+# -- the schedule ---------------------------------------------------------------------------------
 
 
 def test_a_known_rate_spreads_sends_evenly(clock: FakeClock) -> None:
@@ -47,7 +48,9 @@ def test_a_bad_rate_is_refused_naming_the_field_and_an_example(rate: Any) -> Non
     assert refused.value.example == '"50/s"'
 
 
-@pytest.mark.parametrize(("field", "kwargs"), [("burst", {"burst": 0}), ("tokens", {"tokens": "x"})])
+@pytest.mark.parametrize(
+    ("field", "kwargs"), [("burst", {"burst": 0}), ("tokens", {"tokens": "x"})]
+)
 def test_other_bad_arguments_are_refused(field: str, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError) as refused:
         Pacer("1/s", **kwargs)
@@ -61,7 +64,7 @@ def test_a_burst_goes_at_once_then_the_rate_holds_with_no_burst_at_a_window_rese
     assert waits(pacer, 0.0, 12) == [0.0] * 10 + [0.02, 0.04]
     # Saturated for a second: one slot per 20 ms, whatever window a server counts in.
     slots = [pacer.reserve(0.0).wait for _ in range(50)]
-    assert all(b - a == pytest.approx(0.02) for a, b in zip(slots, slots[1:], strict=False))
+    assert all(b - a == pytest.approx(0.02) for a, b in itertools.pairwise(slots))
     # After a quiet spell, at most `burst` at once again.
     quiet = slots[-1] + 5.0
     assert waits(pacer, quiet, 11)[-2:] == [0.0, 0.02]
@@ -71,8 +74,11 @@ def test_a_slot_past_the_limit_is_refused_and_not_reserved(clock: FakeClock) -> 
     pacer = Pacer("10/s", clock=clock)
     assert pacer.reserve(0.0).wait == 0.0
     refused = pacer.reserve(0.0, within=0.05)
-    assert (refused.granted, refused.wait) == (False, pytest.approx(0.1))
-    assert pacer.reserve(0.0, within=0.1) == (pytest.approx(0.1), True)  # the same slot
+    assert not refused.granted
+    assert refused.wait == pytest.approx(0.1)
+    again = pacer.reserve(0.0, within=0.1)
+    assert again.granted  # the same slot
+    assert again.wait == pytest.approx(0.1)
     assert pacer.statistics().refused == 1
 
 
@@ -84,7 +90,7 @@ def test_an_unknown_rate_paces_nothing_until_the_first_signal(clock: FakeClock) 
     assert pacer.statistics().rate is None
 
 
-# -- learning ----------------------------------------------------------------------------------------
+# -- learning -------------------------------------------------------------------------------------
 
 
 def test_a_limit_learned_from_headers_is_paced_with_headroom(clock: FakeClock) -> None:
@@ -117,10 +123,14 @@ def test_a_throttle_cuts_the_measured_rate_then_probes_back_up(clock: FakeClock)
     # More 429s answering what was sent before the cut do not cut it again.
     clock.advance(0.1)
     pacer.learn(clock.now(), status=429)
-    assert pacer.statistics().rate >= cut
+    assert cut is not None
+    again = pacer.statistics().rate
+    assert again is not None
+    assert again >= cut
     clock.advance(2.0)
     climbing = pacer.statistics().rate
-    assert climbing is not None and climbing > cut
+    assert climbing is not None
+    assert climbing > cut
     clock.advance(20.0)  # probing goes on, capped at twice what is measured
     capped = pacer.statistics()
     assert capped.rate == pytest.approx(2.0 * capped.measured_rate)
@@ -133,7 +143,8 @@ def test_throttles_never_cut_below_the_floor(clock: FakeClock) -> None:
         pacer.reserve(now)
         pacer.learn(now, status=503)
     rate = pacer.statistics().rate
-    assert rate is not None and rate >= FLOOR
+    assert rate is not None
+    assert rate >= FLOOR
 
 
 def test_retry_after_holds_every_send(clock: FakeClock) -> None:
@@ -173,7 +184,7 @@ def test_a_tokens_limit_is_learned_from_token_headers(clock: FakeClock) -> None:
 
 
 def test_a_cost_that_is_not_a_number_is_refused(clock: FakeClock) -> None:
-    pacer = Pacer(cost=lambda request: "many", clock=clock)
+    pacer = Pacer(cost=lambda request: "many", clock=clock)  # type: ignore[arg-type,return-value]
     with pytest.raises(ConfigError) as refused:
         pacer.cost_of(None)
     assert refused.value.field == "cost"
@@ -196,7 +207,7 @@ def test_per_target_gives_each_target_a_fresh_clone(clock: FakeClock) -> None:
     assert b.statistics().rate == 5.0
 
 
-# -- in the engine -----------------------------------------------------------------------------------
+# -- in the engine --------------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
@@ -240,7 +251,9 @@ async def test_a_slot_past_the_deadline_fails_at_once_as_paced(clock: FakeClock)
     assert paced.value.wait == pytest.approx(1.0)
     assert calls == 1
     assert clock.sleeps == []  # never waited for a slot it could not use
-    outcomes = [event.outcome for event in recorder.events if type(event).__name__ == "CallFinished"]
+    outcomes = [
+        event.outcome for event in recorder.events if type(event).__name__ == "CallFinished"
+    ]
     assert outcomes == ["success", "paced"]
 
 
@@ -293,7 +306,8 @@ def test_a_transport_keeps_one_pacer_per_host_learned_from_its_answers(clock: Fa
     scoped = transport.retrier.pacer
     assert isinstance(scoped, PerTarget)
     learned = scoped.get("a.example")
-    assert learned is not None and learned.name == "api:a.example"
+    assert learned is not None
+    assert learned.name == "api:a.example"
     stats = learned.statistics()
     assert stats.limit == pytest.approx(10.0)
     assert stats.throttles == 1
@@ -316,3 +330,48 @@ async def test_the_async_transport_waits_for_the_hosts_slot(clock: FakeClock) ->
             assert (await client.get("http://a.example/")).status_code == 200
         await client.get("http://b.example/")  # another host: its own slots
     assert clock.sleeps == [pytest.approx(0.2), pytest.approx(0.2)]
+
+
+# -- telemetry -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_prometheus_shows_the_wait_the_learned_limit_the_rate_and_paced_calls(
+    clock: FakeClock,
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from retrymw.instrumentation import PrometheusInstrument
+
+    registry = CollectorRegistry()
+    transport = AsyncRetryTransport(
+        httpx.MockTransport(
+            lambda request: httpx.Response(200, headers={"x-ratelimit-limit-requests": "120"})
+        ),
+        policy=RetryPolicy(deadline=1.0),
+        pacer=Pacer(clock=clock),
+        clock=clock,
+        instruments=[PrometheusInstrument(registry=registry)],
+    )
+    labels = {"retrymw_policy": "default", "retrymw_target": "a.example"}
+    async with httpx.AsyncClient(transport=transport) as client:
+        for _ in range(3):
+            await client.get("http://a.example/")
+        assert registry.get_sample_value("retrymw_pacer_limit", labels) == 2.0
+        assert registry.get_sample_value("retrymw_pacer_rate", labels) == pytest.approx(1.9)
+        assert registry.get_sample_value("retrymw_pacer_wait_seconds_count", labels) == 3.0
+        waited = registry.get_sample_value("retrymw_pacer_wait_seconds_sum", labels)
+        assert waited == pytest.approx(1 / 1.9)  # the first two went before the limit was known
+        # Other calls booked the next 1.5 s: the next slot lies past the 1 s deadline.
+        scoped = transport.retrier.pacer
+        assert isinstance(scoped, PerTarget)
+        live = scoped.get("a.example")
+        assert live is not None
+        for _ in range(3):
+            live.reserve(clock.now())
+        with pytest.raises(PacedError):
+            await client.get("http://a.example/")
+    paced = registry.get_sample_value(
+        "retrymw_call_duration_seconds_count", {**labels, "retrymw_outcome": "paced"}
+    )
+    assert paced == 1.0
