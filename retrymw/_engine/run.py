@@ -29,7 +29,10 @@ from .resume import ResumableRun
 from .retrier_args import NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
 
-__all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
+__all__ = ["SHORTEST_PACED_WAIT", "AttemptAdapter", "CallRun", "Runtime", "for_target"]
+
+#: A pacer's wait shorter than this (seconds) is not slept: a sleep costs about as long.
+SHORTEST_PACED_WAIT = 0.001
 
 
 class CallRun(CallState):
@@ -178,7 +181,9 @@ class CallRun(CallState):
         slot = pacer.reserve(now, pacer.cost_of(self.request), within=left)
         if slot.granted:
             self.paced_for = slot.wait
-            return slot.wait
+            # A sleep costs about as long as this: the send goes early by less than it, and the
+            # schedule (the pacer's slots) is kept.
+            return slot.wait if slot.wait >= SHORTEST_PACED_WAIT else 0.0
         assert left is not None
         self._refuse("paced", PacedError(pacer.name, wait=slot.wait, deadline_left=left))
         return None
