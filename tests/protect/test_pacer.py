@@ -375,3 +375,39 @@ async def test_prometheus_shows_the_wait_the_learned_limit_the_rate_and_paced_ca
         "retrymw_call_duration_seconds_count", {**labels, "retrymw_outcome": "paced"}
     )
     assert paced == 1.0
+
+
+@pytest.mark.anyio
+async def test_opentelemetry_shows_the_wait_and_the_pacers_gauges(clock: FakeClock) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    pacer = Pacer("4/s", name="api", clock=clock)
+    retrier = Retrier(
+        pacer=pacer, clock=clock, instruments=[OpenTelemetryInstrument(meter_provider=provider)]
+    )
+
+    async def ok() -> str:
+        return "ok"
+
+    for _ in range(3):
+        await retrier.call(ok)
+    data = reader.get_metrics_data()
+    assert data is not None
+    metrics = {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    (wait,) = metrics["retrymw.pacer.wait"]
+    assert wait.count == 3
+    assert wait.sum == pytest.approx(0.5)
+    (rate,) = metrics["retrymw.pacer.rate"]
+    assert rate.value == 4.0
+    (limit,) = metrics["retrymw.pacer.limit"]
+    assert limit.value == 0.0  # nothing learned
