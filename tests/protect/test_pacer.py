@@ -398,7 +398,7 @@ async def test_opentelemetry_shows_the_wait_and_the_pacers_gauges(clock: FakeClo
         await retrier.call(ok)
     data = reader.get_metrics_data()
     assert data is not None
-    metrics = {
+    metrics: dict[str, list[Any]] = {
         metric.name: list(metric.data.data_points)
         for resource in data.resource_metrics
         for scope in resource.scope_metrics
