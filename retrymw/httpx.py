@@ -36,6 +36,7 @@ from ._http.flavour import (
     CircuitOpenMixin,
     Flavour,
     LoadShedMixin,
+    PacedMixin,
     RetryBudgetExhaustedMixin,
     register,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "RetryTransport",
     "TransportCircuitOpenError",
     "TransportLoadShedError",
+    "TransportPacedError",
     "TransportRetryBudgetExhausted",
     "request",
     "request_sync",
@@ -66,6 +68,13 @@ class TransportCircuitOpenError(CircuitOpenMixin, httpx.TransportError):
 
 class TransportLoadShedError(LoadShedMixin, httpx.TransportError):
     """The throttle shed a request: a `LoadShedError` that is also an httpx error."""
+
+
+class TransportPacedError(PacedMixin, httpx.TransportError):
+    """A request's pacer slot lay past its deadline: a `PacedError` that is also an httpx error.
+
+    .. versionadded:: 0.4
+    """
 
 
 class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx.TransportError):
@@ -83,6 +92,7 @@ _FLAVOUR = register(
         TransportLoadShedError,
         TransportRetryBudgetExhausted,
         AttemptTimeoutError,
+        TransportPacedError,
     )
 )
 
@@ -145,6 +155,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
         TransportLoadShedError: the throttle shed the request's first attempt.
+        TransportPacedError: the host's pacer had no slot within the policy's deadline.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
         ConfigError: an invalid argument, a request or transport of httpx2 (naming both), or

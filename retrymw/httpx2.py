@@ -39,6 +39,7 @@ from ._http.flavour import (
     CircuitOpenMixin,
     Flavour,
     LoadShedMixin,
+    PacedMixin,
     RetryBudgetExhaustedMixin,
     register,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "RetryTransport",
     "TransportCircuitOpenError",
     "TransportLoadShedError",
+    "TransportPacedError",
     "TransportRetryBudgetExhausted",
     "request",
     "request_sync",
@@ -69,6 +71,13 @@ class TransportCircuitOpenError(CircuitOpenMixin, httpx2.TransportError):
 
 class TransportLoadShedError(LoadShedMixin, httpx2.TransportError):
     """The throttle shed a request: a `LoadShedError` that is also an httpx2 error."""
+
+
+class TransportPacedError(PacedMixin, httpx2.TransportError):
+    """A request's pacer slot lay past its deadline: a `PacedError` that is also an httpx2 error.
+
+    .. versionadded:: 0.4
+    """
 
 
 class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx2.TransportError):
@@ -86,6 +95,7 @@ _FLAVOUR = register(
         TransportLoadShedError,
         TransportRetryBudgetExhausted,
         AttemptTimeoutError,
+        TransportPacedError,
     )
 )
 
@@ -148,6 +158,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
         TransportLoadShedError: the throttle shed the request's first attempt.
+        TransportPacedError: the host's pacer had no slot within the policy's deadline.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
         ConfigError: an invalid argument, a request or transport of httpx (naming both), or

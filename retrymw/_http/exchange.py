@@ -28,6 +28,7 @@ from .._core.clock import Clock
 from .._core.errors import (
     CircuitOpenError,
     LoadShedError,
+    PacedError,
     RetryBudgetExhausted,
     add_note,
 )
@@ -80,6 +81,10 @@ def translate(
     elif isinstance(error, LoadShedError):
         new = flavour.load_shed(
             error.throttle, reject_probability=error.reject_probability, request=request
+        )
+    elif isinstance(error, PacedError):
+        new = flavour.paced(
+            error.pacer, wait=error.wait, deadline_left=error.deadline_left, request=request
         )
     elif isinstance(error, RetryBudgetExhausted):
         new = flavour.budget_exhausted(

@@ -369,8 +369,9 @@ async def test_prometheus_shows_the_wait_the_learned_limit_the_rate_and_paced_ca
         assert live is not None
         for _ in range(3):
             live.reserve(clock.now())
-        with pytest.raises(PacedError):
+        with pytest.raises(PacedError) as paced_error:
             await client.get("http://a.example/")
+        assert isinstance(paced_error.value, httpx.TransportError)  # TransportPacedError
     paced = registry.get_sample_value(
         "retrymw_call_duration_seconds_count", {**labels, "retrymw_outcome": "paced"}
     )
