@@ -20,6 +20,7 @@ from ._core.durations import parse_duration as parse_duration
 from ._core.errors import CircuitOpenError as CircuitOpenError
 from ._core.errors import ConfigError as ConfigError
 from ._core.errors import LoadShedError as LoadShedError
+from ._core.errors import PacedError as PacedError
 from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
 from ._core.errors import RetrymwError as RetrymwError
 from ._core.events import Attached as Attached
@@ -54,6 +55,8 @@ from ._protect.budget import RetryBudgetStatistics as RetryBudgetStatistics
 from ._protect.hedge import Hedge as Hedge
 from ._protect.hedge import HedgeStatistics as HedgeStatistics
 from ._protect.hedge import TargetHedgeStatistics as TargetHedgeStatistics
+from ._protect.pacer import Pacer as Pacer
+from ._protect.pacer import PacerStatistics as PacerStatistics
 from ._protect.targets import PerTarget as PerTarget
 from ._protect.throttle import AdaptiveThrottle as AdaptiveThrottle
 from ._protect.throttle import AdaptiveThrottleStatistics as AdaptiveThrottleStatistics
@@ -89,6 +92,9 @@ __all__ = [
     "Matcher",
     "Origin",
     "Outcome",
+    "PacedError",
+    "Pacer",
+    "PacerStatistics",
     "PerTarget",
     "ResumeExhausted",
     "Retrier",

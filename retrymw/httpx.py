@@ -29,13 +29,14 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ._core.clock import Clock
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, PacerArg, ThrottleArg
 from ._http.client import request, request_sync
 from ._http.exchange import ATTEMPTS_EXTENSION
 from ._http.flavour import (
     CircuitOpenMixin,
     Flavour,
     LoadShedMixin,
+    PacedMixin,
     RetryBudgetExhaustedMixin,
     register,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "RetryTransport",
     "TransportCircuitOpenError",
     "TransportLoadShedError",
+    "TransportPacedError",
     "TransportRetryBudgetExhausted",
     "request",
     "request_sync",
@@ -68,6 +70,13 @@ class TransportCircuitOpenError(CircuitOpenMixin, httpx.TransportError):
 
 class TransportLoadShedError(LoadShedMixin, httpx.TransportError):
     """The throttle shed a request: a `LoadShedError` that is also an httpx error."""
+
+
+class TransportPacedError(PacedMixin, httpx.TransportError):
+    """A request's pacer slot lay past its deadline: a `PacedError` that is also an httpx error.
+
+    .. versionadded:: 0.4
+    """
 
 
 class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx.TransportError):
@@ -85,6 +94,7 @@ _FLAVOUR = register(
         TransportLoadShedError,
         TransportRetryBudgetExhausted,
         AttemptTimeoutError,
+        TransportPacedError,
     )
 )
 
@@ -136,6 +146,10 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             one circuit per origin), within the request's deadline; the answering origin is in
             ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
             default): none.
+        pacer: a `Pacer`: the template of one pacer per host (``"<name>:<host>"``; the live
+            ones are ``transport.retrier.pacer``), or a ``PerTarget`` of one, used as it is:
+            every attempt waits for its host's slot, and the pacer learns the host's limit
+            from its answers (docs/pacing.md); ``None`` (the default) for none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -153,6 +167,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
         TransportLoadShedError: the throttle shed the request's first attempt.
+        TransportPacedError: the host's pacer had no slot within the policy's deadline.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
         ConfigError: an invalid argument, a request or transport of httpx2 (naming both), or
@@ -183,6 +198,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
         profile: Literal["http", "sdk"] = "http",
         hedge: Hedge | None = None,
         failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -202,6 +218,7 @@ class AsyncRetryTransport(AsyncShell, httpx.AsyncBaseTransport):
             profile=profile,
             hedge=hedge,
             failover=failover,
+            pacer=pacer,
         )
 
 
@@ -238,6 +255,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
         failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -256,6 +274,7 @@ class RetryTransport(SyncShell, httpx.BaseTransport):
             first_byte_timeout=first_byte_timeout,
             profile=profile,
             failover=failover,
+            pacer=pacer,
         )
 
 

@@ -32,13 +32,14 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ._core.clock import Clock
 from ._core.exports import publish
 from ._core.policy import RetryPolicy
-from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg
+from ._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, PacerArg, ThrottleArg
 from ._http.client import request, request_sync
 from ._http.exchange import ATTEMPTS_EXTENSION
 from ._http.flavour import (
     CircuitOpenMixin,
     Flavour,
     LoadShedMixin,
+    PacedMixin,
     RetryBudgetExhaustedMixin,
     register,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RetryTransport",
     "TransportCircuitOpenError",
     "TransportLoadShedError",
+    "TransportPacedError",
     "TransportRetryBudgetExhausted",
     "request",
     "request_sync",
@@ -71,6 +73,13 @@ class TransportCircuitOpenError(CircuitOpenMixin, httpx2.TransportError):
 
 class TransportLoadShedError(LoadShedMixin, httpx2.TransportError):
     """The throttle shed a request: a `LoadShedError` that is also an httpx2 error."""
+
+
+class TransportPacedError(PacedMixin, httpx2.TransportError):
+    """A request's pacer slot lay past its deadline: a `PacedError` that is also an httpx2 error.
+
+    .. versionadded:: 0.4
+    """
 
 
 class TransportRetryBudgetExhausted(RetryBudgetExhaustedMixin, httpx2.TransportError):
@@ -88,6 +97,7 @@ _FLAVOUR = register(
         TransportLoadShedError,
         TransportRetryBudgetExhausted,
         AttemptTimeoutError,
+        TransportPacedError,
     )
 )
 
@@ -139,6 +149,10 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             one circuit per origin), within the request's deadline; the answering origin is in
             ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
             default): none.
+        pacer: a `Pacer`: the template of one pacer per host (``"<name>:<host>"``; the live
+            ones are ``transport.retrier.pacer``), or a ``PerTarget`` of one, used as it is:
+            every attempt waits for its host's slot, and the pacer learns the host's limit
+            from its answers (docs/pacing.md); ``None`` (the default) for none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
     resent once they may have been processed; what the server says it did not process (a connect
@@ -156,6 +170,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
     Raises:
         TransportCircuitOpenError: the host's circuit is open.
         TransportLoadShedError: the throttle shed the request's first attempt.
+        TransportPacedError: the host's pacer had no slot within the policy's deadline.
         TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
         AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
         ConfigError: an invalid argument, a request or transport of httpx (naming both), or
@@ -186,6 +201,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         profile: Literal["http", "sdk"] = "http",
         hedge: Hedge | None = None,
         failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -205,6 +221,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             profile=profile,
             hedge=hedge,
             failover=failover,
+            pacer=pacer,
         )
 
 
@@ -241,6 +258,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
         first_byte_timeout: float | None = None,
         profile: Literal["http", "sdk"] = "http",
         failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
     ) -> None:
         self._setup(
             transport,
@@ -259,6 +277,7 @@ class RetryTransport(SyncShell, httpx2.BaseTransport):
             first_byte_timeout=first_byte_timeout,
             profile=profile,
             failover=failover,
+            pacer=pacer,
         )
 
 

@@ -10,6 +10,7 @@ __all__ = [
     "CircuitOpenError",
     "ConfigError",
     "LoadShedError",
+    "PacedError",
     "RetryBudgetExhausted",
     "RetrymwError",
     "add_note",
@@ -86,6 +87,23 @@ class LoadShedError(RetrymwError):
         )
         self.throttle = throttle
         self.reject_probability = reject_probability
+
+
+class PacedError(RetrymwError):
+    """A pacer's next free slot for the attempt lies past the call's deadline.
+
+    Outcome ``paced`` when no attempt was made; raised at once, never waited for: a call is
+    never silently late. ``wait`` is how long the slot was away.
+    """
+
+    def __init__(self, pacer: str, *, wait: float, deadline_left: float) -> None:
+        super().__init__(
+            f"pacer {pacer!r} has no slot within the call's deadline "
+            f"(next slot in {wait:.3g}s, {max(0.0, deadline_left):.3g}s left)"
+        )
+        self.pacer = pacer
+        self.wait = wait
+        self.deadline_left = deadline_left
 
 
 def add_note(error: BaseException, note: str) -> None:

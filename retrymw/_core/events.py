@@ -41,6 +41,7 @@ CallOutcome = Literal[
     "deadline_exceeded",
     "cancelled",
     "failover",
+    "paced",
 ]
 #: What became of an attempt; ``hedge``: an extra copy sent by a `Hedge` (its ``error_type`` is
 #: empty when its answer won, ``cancelled`` when another copy won first, else its failure).
@@ -57,6 +58,7 @@ RetryReason = Literal[
     "retry_after_exceeds_limit",
     "server_said_no",
     "retried_below",
+    "paced",
 ]
 CircuitState = Literal["closed", "open", "half_open"]
 #: How reading a response body ended: read to its ``completed`` end, ``closed`` by the caller
@@ -140,7 +142,9 @@ class AttemptFinished(NamedTuple):
     ``None`` when it raised; instruments read details from it (``network.protocol.version``)
     and must not keep it alive. The attempt that produced the response an HTTP call returns
     ends when its body has been read or closed, and ``body`` says how; a body cut
-    or stalled makes that attempt ``failed`` with the read's exception.
+    or stalled makes that attempt ``failed`` with the read's exception. ``paced_for`` is the
+    time the attempt waited for its pacer's slot before it was sent (``None`` without a
+    pacer); ``duration`` does not include it.
 
     ``hedge``: an extra copy sent by a `Hedge`, whose ``attempt_outcome`` is ``"hedge"`` and
     ``error_type`` ``None`` when its answer won, ``"cancelled"`` when another copy won first,
@@ -160,6 +164,7 @@ class AttemptFinished(NamedTuple):
     result: object = None
     body: BodyRead | None = None
     hedge: bool = False
+    paced_for: float | None = None
 
 
 class RetryScheduled(NamedTuple):

@@ -6,7 +6,13 @@ outcome, the note on the raised exception) so the wording lives in one place.
 
 from __future__ import annotations
 
-from .._core.errors import CircuitOpenError, LoadShedError, RetryBudgetExhausted, add_note
+from .._core.errors import (
+    CircuitOpenError,
+    LoadShedError,
+    PacedError,
+    RetryBudgetExhausted,
+    add_note,
+)
 from .._core.events import CallOutcome, Outcome, RetryReason
 from .._core.policy import CallState, RetryPolicy
 from .._core.redact import safe_repr
@@ -31,6 +37,7 @@ OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
     "retry_after_exceeds_limit": "failure",
     "server_said_no": "failure",
     "retried_below": "failure",
+    "paced": "failure",
 }
 
 #: The outcome of a call the breaker or the throttle refused before any attempt (in this
@@ -38,6 +45,7 @@ OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
 OUTCOME_OF_REFUSAL: dict[RetryReason, CallOutcome] = {
     "circuit_open": "circuit_open",
     "shed": "shed",
+    "paced": "paced",
 }
 
 _NOTE_PREFIX = "retrymw: gave up after attempt "
@@ -54,6 +62,7 @@ _WHY: dict[RetryReason, str] = {
     "retry_after_exceeds_limit": "the server's Retry-After exceeds the policy's limits",
     "server_said_no": "the server said not to retry (x-should-retry: false)",
     "retried_below": "a retrymw call below already retried it and gave up",
+    "paced": "the pacer has no slot for the retry within the deadline",
 }
 
 
@@ -104,7 +113,7 @@ def ending_error(
     """
     if reason == "budget_exhausted":
         return _budget_exhausted(policy, state, error)
-    if not isinstance(error, (CircuitOpenError, LoadShedError)):
+    if not isinstance(error, (CircuitOpenError, LoadShedError, PacedError)):
         _note_gave_up(error, state.attempt, policy, reason)
     return error
 

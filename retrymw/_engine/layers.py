@@ -39,7 +39,7 @@ _ATTRIBUTE = "_retrymw_final"
 #: throttle) refused a retry the policy granted: a layer above retrying instead would send the
 #: very load the protection refused.
 FINAL_REASONS: frozenset[RetryReason] = frozenset(
-    {"server_said_no", "retried_below", "throttled", "circuit_open", "shed"}
+    {"server_said_no", "retried_below", "throttled", "circuit_open", "shed", "paced"}
 )
 
 

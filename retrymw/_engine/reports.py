@@ -59,6 +59,7 @@ class ReportedCall(Protocol):
     runtime: Runtime
     budget: RetryBudget | None
     body: BodyRead | None
+    paced_for: float | None
 
 
 class SettledCall:
@@ -80,6 +81,7 @@ class SettledCall:
     outcome: CallOutcome = "success"
     status: int | None = None
     body: BodyRead | None = None
+    paced_for: float | None = None  # a settled call had no pacer
 
     def __init__(
         self,
@@ -184,6 +186,7 @@ def attempt_finished(
             exception=error,
             result=run.result,
             body=run.body,
+            paced_for=run.paced_for,
         ),
     )
 

@@ -50,6 +50,7 @@ from .retrier_args import (
     BreakerArg,
     BreakerEvents,
     BudgetArg,
+    PacerArg,
     ThrottleArg,
     check_arguments,
     check_store,
@@ -63,7 +64,7 @@ from .time_limits import within
 if TYPE_CHECKING:
     from ..stores import Store
 
-__all__ = ["BreakerArg", "BudgetArg", "Retrier", "ThrottleArg", "retry"]
+__all__ = ["BreakerArg", "BudgetArg", "PacerArg", "Retrier", "ThrottleArg", "retry"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -101,6 +102,10 @@ class Retrier:
         hedge: a `Hedge`: an async call's attempt that has not answered after its delay gets
             extra concurrent copies, the first usable answer winning (docs/hedging.md); passing
             it promises the coroutines are idempotent. Synchronous calls are not hedged.
+        pacer: a `Pacer` (or a ``PerTarget`` of one): every attempt waits for its slot before
+            it is sent, within the call's deadline (past it: `PacedError`, outcome ``paced``),
+            and the pacer learns from every answer (docs/pacing.md). ``None`` (the default)
+            for none.
 
     Use ``await retrier.call(fn, *args, **kwargs)``, ``retrier.call_sync(fn, ...)``, or the
     instance as a decorator on async and sync functions.
@@ -130,8 +135,9 @@ class Retrier:
         store: Store | None = None,
         fleet: Any = None,
         hedge: Hedge | None = None,
+        pacer: PacerArg = None,
     ) -> None:
-        check_arguments(policy, breaker, budget, throttle, instruments, clock, rng)
+        check_arguments(policy, breaker, budget, throttle, instruments, clock, rng, pacer)
         if hedge is not None and not isinstance(hedge, Hedge):
             raise ConfigError("hedge", hedge, "must be a Hedge or None", 'Hedge(after="p95")')
         if store is not None:
@@ -152,6 +158,7 @@ class Retrier:
             throttle=throttle,
             store=store,
             hedge=hedge,
+            pacer=pacer,
         )
         # The plain success path funds one budget without a lookup (a PerTarget needs the target).
         self._funded: RetryBudget | None = budget if isinstance(budget, RetryBudget) else None
@@ -185,7 +192,8 @@ class Retrier:
         if not dispatch.attached:  # nobody listens: no listener left on a shared PerTarget
             return
         dispatch.attach(name, "", self.policy)
-        for protection in (self._runtime.breaker, self._runtime.budget, self._runtime.throttle):
+        runtime = self._runtime
+        for protection in (runtime.breaker, runtime.budget, runtime.throttle, runtime.pacer):
             if isinstance(protection, PerTarget):
                 # The listener first: a target created meanwhile is announced twice, never
                 # missed (instruments tolerate a repeat).
@@ -221,6 +229,11 @@ class Retrier:
     def throttle(self) -> ThrottleArg:
         """The adaptive throttle (or `PerTarget` of them) given, itself, or ``None``."""
         return self._runtime.throttle
+
+    @property
+    def pacer(self) -> PacerArg:
+        """The pacer (or `PerTarget` of them) given, itself, or ``None``."""
+        return self._runtime.pacer
 
     @property
     def store(self) -> Store | None:
@@ -327,11 +340,11 @@ class Retrier:
         """Whether a call under ``policy`` may run its first attempt bare, as far as protection
         and the policy go (an instrument that opens scopes also forbids it: `Dispatch`).
 
-        No breaker or throttle admits attempts, no store resumes calls, the policy bounds no
-        attempt in time, and the outcome needs no judging beyond "it raised": a result is
-        judged only by a matcher that reads results, unless the front door ``judged`` it
-        (`AttemptAdapter.settles`). Instruments that hear of endings only are told of a call
-        settled at once by `_report_settled`.
+        No breaker or throttle admits attempts, no pacer times them, no store resumes calls,
+        the policy bounds no attempt in time, and the outcome needs no judging beyond "it
+        raised": a result is judged only by a matcher that reads results, unless the front
+        door ``judged`` it (`AttemptAdapter.settles`). Instruments that hear of endings only
+        are told of a call settled at once by `_report_settled`.
         """
         if self._runtime.guards_calls:
             return False
@@ -538,6 +551,14 @@ class Retrier:
                 if not run.guarded:
                     run.attempt += 1
                 else:
+                    if run.pacer is not None:
+                        slot = run.pace()
+                        if slot is None:
+                            break
+                        if slot > 0.0:
+                            waiter = async_waiter(clock)  # cancellable; the slot is spent
+                            if waiter is not None:
+                                await waiter(slot)
                     if resume is not None:
                         await resume.claim_async(run)
                     if not run.start_attempt():
@@ -611,8 +632,15 @@ class Retrier:
                     scopes.exit()
                 if not run.guarded:
                     run.attempt += 1
-                elif not run.start_attempt():
-                    break
+                else:
+                    if run.pacer is not None:
+                        slot = run.pace()
+                        if slot is None:
+                            break
+                        if slot > 0.0 and not waits_disabled():
+                            clock.sleep_sync(slot)
+                    if not run.start_attempt():
+                        break
                 if adapter is not None:
                     adapter.before_attempt(run.attempt)
                 try:

@@ -19,12 +19,14 @@ from .._core.instruments import Dispatch, Instrument
 from .._core.policy import RetryPolicy
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
+from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
 
 __all__ = [
     "DEFAULT",
     "NOT_GIVEN",
+    "PacerArg",
     "Announcer",
     "BreakerArg",
     "BreakerEvents",
@@ -42,6 +44,7 @@ __all__ = [
 BreakerArg = CircuitBreaker | PerTarget[CircuitBreaker] | None
 BudgetArg = RetryBudget | PerTarget[RetryBudget] | None
 ThrottleArg = AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None
+PacerArg = Pacer | PerTarget[Pacer] | None
 
 #: The default of ``budget=``: the default budget, made per retrier (``None`` is no budget).
 DEFAULT: Any = object()
@@ -178,11 +181,13 @@ def check_arguments(
     instruments: object,
     clock: object,
     rng: object,
+    pacer: object = None,
 ) -> None:
     """Refuse wrong argument types at construction, naming the argument (not mid-call)."""
     _check_protection("breaker", breaker, CircuitBreaker, 'CircuitBreaker(name="db")')
     _check_protection("budget", None if budget is DEFAULT else budget, RetryBudget, "RetryBudget()")
     _check_protection("throttle", throttle, AdaptiveThrottle, "AdaptiveThrottle()")
+    _check_protection("pacer", pacer, Pacer, 'Pacer(rate="50/s")')
     checks = (
         ("policy", policy, RetryPolicy, "RetryPolicy(attempts=3)"),
         ("clock", clock, Clock, "retrymw.testing.FakeClock()"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core.errors import CircuitOpenError, LoadShedError
+from .._core.errors import CircuitOpenError, LoadShedError, PacedError
 from .._core.events import (
     OVERLOAD_STATUSES,
     BodyRead,
@@ -29,7 +29,10 @@ from .resume import ResumableRun
 from .retrier_args import NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
 
-__all__ = ["AttemptAdapter", "CallRun", "Runtime", "for_target"]
+__all__ = ["SHORTEST_PACED_WAIT", "AttemptAdapter", "CallRun", "Runtime", "for_target"]
+
+#: A pacer's wait shorter than this (seconds) is not slept: a sleep costs about as long.
+SHORTEST_PACED_WAIT = 0.001
 
 
 class CallRun(CallState):
@@ -54,6 +57,8 @@ class CallRun(CallState):
         "hedge",
         "operation",
         "outcome",
+        "paced_for",
+        "pacer",
         "pending",
         "policy",
         "reason",
@@ -104,6 +109,9 @@ class CallRun(CallState):
         if hedge is not None and self.adapter is not None:
             hedge = hedge if getattr(self.adapter, "hedgeable", False) else None
         self.hedge = hedge
+        pacer = runtime.pacer
+        self.pacer = pacer if pacer is None else for_target(pacer, self.target)
+        self.paced_for: float | None = None  # the last attempt's wait for its slot
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
@@ -131,10 +139,13 @@ class CallRun(CallState):
         self.withholds = (
             runtime.gates_retries or self.resume is not None or not self.policy.retry_below
         )
-        # Whether an attempt needs `start_attempt` (admission, a resume claim, an instrument
-        # timing it): when not, the drivers only count it.
+        # Whether an attempt needs `start_attempt` (admission, a pacer's slot, a resume claim,
+        # an instrument timing it): when not, the drivers only count it.
         self.guarded = (
-            runtime.admits_attempts or self.resume is not None or self.dispatch.times_attempts
+            runtime.admits_attempts
+            or self.pacer is not None
+            or self.resume is not None
+            or self.dispatch.times_attempts
         )
         # Marks made after this (layers.retried_below) were made by calls nested in this one;
         # a call going on from its bare first attempt read it before that attempt.
@@ -163,6 +174,26 @@ class CallRun(CallState):
             return 0.0 if self.resume is None else self._resume()
         self.attempt = 1
         return self.finish_attempt(None if error is not None else result, error)
+
+    def pace(self) -> float | None:
+        """Reserve the next attempt's slot with the pacer: the wait before it is sent.
+
+        ``None`` ends the call: the slot lies past the deadline, so the call fails at once
+        with `PacedError` (outcome ``paced`` before any attempt), never late.
+        """
+        pacer = self.pacer
+        assert pacer is not None
+        now = self.runtime.clock.now()
+        left = self.deadline_left()
+        slot = pacer.reserve(now, pacer.cost_of(self.request), within=left)
+        if slot.granted:
+            self.paced_for = slot.wait
+            # A sleep costs about as long as this: the send goes early by less than it, and the
+            # schedule (the pacer's slots) is kept.
+            return slot.wait if slot.wait >= SHORTEST_PACED_WAIT else 0.0
+        assert left is not None
+        self._refuse("paced", PacedError(pacer.name, wait=slot.wait, deadline_left=left))
+        return None
 
     def start_attempt(self) -> bool:
         """Ask the breaker, then the throttle, for admission and open the attempt.
@@ -296,6 +327,8 @@ class CallRun(CallState):
                 status=status,
             )
         self.result, self.error, self.status = result, error, status
+        if self.pacer is not None:
+            self._teach_pacer(outcome, now)
         # A delay for a retry, a reason for a give-up, neither when the outcome is accepted.
         step = policy.next_step(self, outcome, now, self.runtime.rng)
         matched = step is not None
@@ -505,6 +538,21 @@ class CallRun(CallState):
                 return "shed"
             self.retry_admitted = True
         return None
+
+    def _teach_pacer(self, outcome: Outcome, now: float) -> None:
+        """Tell the pacer the attempt's answer: the front door's reading of it (an HTTP
+        response's status and rate-limit headers: `PacerTeacher`), else its status."""
+        pacer = self.pacer
+        assert pacer is not None
+        teach = getattr(self.adapter, "teach", None)  # optional: `PacerTeacher`
+        if teach is not None:
+            teach(pacer, outcome, now)
+            return
+        status = outcome.status
+        if status is None and outcome.exception is not None:
+            status = status_of(outcome.exception)
+        if status is not None:
+            pacer.learn(now, status=status)
 
     def _report_verdict(self, failed: bool, outcome: Outcome) -> None:
         """Tell the breaker and the throttle the admitted attempt's verdict.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, final
 
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
+from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
 
@@ -21,14 +22,22 @@ if TYPE_CHECKING:
     from .._protect.hedge import Hedge
     from ..stores import Store
 
-__all__ = ["AttemptAdapter", "BodyEnding", "BodyFollower", "HandsOn", "Runtime", "for_target"]
+__all__ = [
+    "AttemptAdapter",
+    "BodyEnding",
+    "BodyFollower",
+    "HandsOn",
+    "PacerTeacher",
+    "Runtime",
+    "for_target",
+]
 
 #: Told once how the body of the returned result was read, and the exception that cut or
 #: stalled it, if any (`BodyFollower.follow_body`).
 BodyEnding = Callable[["BodyRead", "Exception | None"], None]
 
 
-K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle)
+K = TypeVar("K", CircuitBreaker, RetryBudget, AdaptiveThrottle, Pacer)
 
 
 def for_target(protection: K | PerTarget[K] | None, target: str) -> K | None:
@@ -48,7 +57,7 @@ class Runtime:
         admits_attempts: a breaker or throttle admits each attempt.
         gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
         guards_calls: something decides about each attempt before it runs (a breaker or
-            throttle admitting it, a store claiming it, a hedge timing it).
+            throttle admitting it, a pacer timing it, a store claiming it, a hedge timing it).
         hedge: the `Hedge` that races copies of slow attempts (async calls only), or ``None``.
     """
 
@@ -61,6 +70,7 @@ class Runtime:
         "gates_retries",
         "guards_calls",
         "hedge",
+        "pacer",
         "rng",
         "store",
         "throttle",
@@ -76,6 +86,7 @@ class Runtime:
         throttle: AdaptiveThrottle | PerTarget[AdaptiveThrottle] | None,
         store: Store | None,
         hedge: Hedge | None = None,
+        pacer: Pacer | PerTarget[Pacer] | None = None,
     ) -> None:
         self.clock = clock
         self.rng = rng
@@ -84,8 +95,11 @@ class Runtime:
         self.throttle = throttle
         self.store = store
         self.hedge = hedge
+        self.pacer = pacer
         self.admits_attempts = breaker is not None or throttle is not None
-        self.guards_calls = self.admits_attempts or store is not None or hedge is not None
+        self.guards_calls = (
+            self.admits_attempts or store is not None or pacer is not None or hedge is not None
+        )
         self.gates_retries = breaker is not None or throttle is not None or budget is not None
         self._budget_read_at = -math.inf
 
@@ -161,4 +175,16 @@ class HandsOn(Protocol):
 
     def hands_on(self, result: object, error: Exception | None) -> bool:
         """Whether the call's last ``result`` or ``error`` sends the request to another origin."""
+        ...
+
+
+class PacerTeacher(Protocol):
+    """An `AttemptAdapter` that tells a pacer what each answer says about the server's limit.
+
+    Optional: the engine looks for ``teach`` on the adapter (the HTTP transports have it: the
+    response's status and rate-limit headers); without it the pacer learns the status alone.
+    """
+
+    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
+        """Tell ``pacer`` (`Pacer.learn`) what the attempt's answer ``outcome`` says, at ``now``."""
         ...

@@ -28,6 +28,7 @@ from .._core.clock import Clock
 from .._core.errors import (
     CircuitOpenError,
     LoadShedError,
+    PacedError,
     RetryBudgetExhausted,
     add_note,
 )
@@ -40,12 +41,14 @@ from .flavour import Flavour
 from .hints import NO_HINTS, read_hints
 from .hosts import format_target
 from .limits import cap_phase_timeouts
+from .ratelimits import read_rate_limits
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
 from .rules import HTTP_PROFILE, IDEMPOTENCY_KEY_HEADER, HttpProfile, is_idempotent
 from .sdk import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
+    from .._protect.pacer import Pacer
     from .origins import FailoverRun, ReadAhead
 
 __all__ = [
@@ -81,6 +84,10 @@ def translate(
     elif isinstance(error, LoadShedError):
         new = flavour.load_shed(
             error.throttle, reject_probability=error.reject_probability, request=request
+        )
+    elif isinstance(error, PacedError):
+        new = flavour.paced(
+            error.pacer, wait=error.wait, deadline_left=error.deadline_left, request=request
         )
     elif isinstance(error, RetryBudgetExhausted):
         new = flavour.budget_exhausted(
@@ -189,6 +196,17 @@ class HttpExchange:
             veto=said_no,
             retry_after_header=hints.header,
         )
+
+    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
+        """Tell ``pacer`` what an answer says: its status and rate-limit headers (`PacerTeacher`).
+
+        An error that is not a response (a refused connection) says nothing about the limit.
+        """
+        response: Any = outcome.result
+        if outcome.exception is not None or response is None:
+            return
+        limits = read_rate_limits(response.headers.multi_items(), self._clock.wall())
+        pacer.learn(now, status=outcome.status, limits=limits)
 
 
 class HttpCall(HttpExchange):

@@ -20,12 +20,19 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from .._core.errors import CircuitOpenError, ConfigError, LoadShedError, RetryBudgetExhausted
+from .._core.errors import (
+    CircuitOpenError,
+    ConfigError,
+    LoadShedError,
+    PacedError,
+    RetryBudgetExhausted,
+)
 
 __all__ = [
     "CircuitOpenMixin",
     "Flavour",
     "LoadShedMixin",
+    "PacedMixin",
     "RetryBudgetExhaustedMixin",
     "flavour_name",
     "flavour_named",
@@ -60,6 +67,14 @@ class LoadShedMixin(LoadShedError):
         self.request = request
 
 
+class PacedMixin(PacedError):
+    """A `PacedError` that carries its request: each flavour adds its ``TransportError``."""
+
+    def __init__(self, pacer: str, *, wait: float, deadline_left: float, request: Any) -> None:
+        super().__init__(pacer, wait=wait, deadline_left=deadline_left)
+        self.request = request
+
+
 class RetryBudgetExhaustedMixin(RetryBudgetExhausted):
     """A `RetryBudgetExhausted` that carries its request, for each flavour's ``TransportError``."""
 
@@ -78,6 +93,7 @@ class Flavour:
         load_shed: its `LoadShedError` twin (``TransportLoadShedError``).
         budget_exhausted: its `RetryBudgetExhausted` twin.
         attempt_timeout: its ``AttemptTimeoutError`` (a ``TimeoutException``).
+        paced: its `PacedError` twin (``TransportPacedError``).
     """
 
     module: ModuleType
@@ -85,6 +101,7 @@ class Flavour:
     load_shed: type[LoadShedMixin]
     budget_exhausted: type[RetryBudgetExhaustedMixin]
     attempt_timeout: Callable[..., Exception]
+    paced: type[PacedMixin]
 
     @property
     def name(self) -> str:

@@ -14,10 +14,11 @@ scoping is remembered per template while a transport holds it.
 from __future__ import annotations
 
 import weakref
+from typing import Any, TypeVar
 
 from .._core.forks import ForkSafeLock
-from .._engine.retrier_args import BreakerArg
 from .._protect.breaker import CircuitBreaker
+from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
 
 __all__ = [
@@ -27,15 +28,16 @@ __all__ = [
 
 # Template id → its per-host circuits, alive while a transport holds them; read at construction
 # only. The value holds its template, so an id is never reused while its entry lives.
-_SCOPED: weakref.WeakValueDictionary[int, PerTarget[CircuitBreaker]] = weakref.WeakValueDictionary()
+_SCOPED: weakref.WeakValueDictionary[int, PerTarget[Any]] = weakref.WeakValueDictionary()
 _LOCK = ForkSafeLock()
+Scoped = TypeVar("Scoped", CircuitBreaker, Pacer)
 
 
-def per_host(breaker: BreakerArg) -> BreakerArg:
-    """``breaker`` as a transport uses it: a plain `CircuitBreaker` becomes the template of one
-    circuit per host (the same `PerTarget` for every transport given that breaker); a
-    `PerTarget` or ``None`` is returned as it is."""
-    if not isinstance(breaker, CircuitBreaker):
+def per_host(breaker: Scoped | PerTarget[Scoped] | None) -> Scoped | PerTarget[Scoped] | None:
+    """``breaker`` as a transport uses it: a plain `CircuitBreaker` (or `Pacer`) becomes the
+    template of one per host (the same `PerTarget` for every transport given that template);
+    a `PerTarget` or ``None`` is returned as it is."""
+    if not isinstance(breaker, (CircuitBreaker, Pacer)):
         return breaker
     with _LOCK:
         scoped = _SCOPED.get(id(breaker))

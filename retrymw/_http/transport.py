@@ -22,7 +22,14 @@ from .._core.errors import ConfigError
 from .._core.policy import RetryPolicy
 from .._engine.resume import resume
 from .._engine.retrier import Retrier
-from .._engine.retrier_args import DEFAULT, BreakerArg, BudgetArg, ThrottleArg, default_budget
+from .._engine.retrier_args import (
+    DEFAULT,
+    BreakerArg,
+    BudgetArg,
+    PacerArg,
+    ThrottleArg,
+    default_budget,
+)
 from .body import REPLAY_LIMIT, buffer_async, buffer_sync
 from .exchange import HttpCall, drive_async, drive_origins_async, drive_origins_sync, drive_sync
 from .flavour import Flavour
@@ -71,6 +78,7 @@ class TransportCore:
         profile: str = "http",
         hedge: Hedge | None = None,
         failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
     ) -> None:
         self.attempt_header = _check_attempt_header(attempt_header)
         # The origins after each request's own, in order (`FailoverRun`).
@@ -91,6 +99,7 @@ class TransportCore:
             store=store,
             fleet=fleet,
             hedge=hedge,  # one estimate per host, kept by the Hedge itself
+            pacer=per_host(pacer),  # one pacer per host, as the circuits
         )
         self.sdk = SdkAttempts()
 

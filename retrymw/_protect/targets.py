@@ -1,11 +1,11 @@
-"""`PerTarget`: one `CircuitBreaker`, `RetryBudget` or `AdaptiveThrottle` per target.
+"""`PerTarget`: one `CircuitBreaker`, `RetryBudget`, `AdaptiveThrottle` or `Pacer` per target.
 
 A target is an HTTP host, or the operation name for coroutines. Each target gets its own
 instance, a clean clone of the template made on first use, and there is no shared overflow
 instance: one target's state never governs another's. Past ``max_targets`` the least recently
 used target is evicted, idle ones before those holding load back (a breaker not closed, a
-budget denying retries, a throttle shedding); docs/protection.md says why. Eviction listeners
-hear of it (a fleet detaches the evicted instance).
+budget denying retries, a throttle shedding, a pacer pacing); docs/protection.md says why.
+Eviction listeners hear of it (a fleet detaches the evicted instance).
 
 Thread- and task-safe: `get` reads without a lock, `for_target` takes a short one to mark the
 target used; fork-safe (`_core.forks`).
@@ -22,14 +22,17 @@ from .._core.errors import ConfigError
 from .._core.forks import after_fork_in_child
 from .breaker import CircuitBreaker, CircuitBreakerStatistics, Listener
 from .budget import RetryBudget, RetryBudgetStatistics
+from .pacer import Pacer, PacerStatistics
 from .settings import positive_int
 from .throttle import AdaptiveThrottle, AdaptiveThrottleStatistics
 
 __all__ = ["PerTarget"]
 
-Protection = TypeVar("Protection", CircuitBreaker, RetryBudget, AdaptiveThrottle)
-Statistics = CircuitBreakerStatistics | RetryBudgetStatistics | AdaptiveThrottleStatistics
-_Kind = CircuitBreaker | RetryBudget | AdaptiveThrottle  # any kind, where code handles each
+Protection = TypeVar("Protection", CircuitBreaker, RetryBudget, AdaptiveThrottle, Pacer)
+Statistics = (
+    CircuitBreakerStatistics | RetryBudgetStatistics | AdaptiveThrottleStatistics | PacerStatistics
+)
+_Kind = CircuitBreaker | RetryBudget | AdaptiveThrottle | Pacer  # any kind, where code handles each
 
 
 @final
@@ -65,11 +68,11 @@ class PerTarget(Generic[Protection]):
     template: Protection
 
     def __init__(self, template: Protection, *, max_targets: int = 1024) -> None:
-        if not isinstance(template, (CircuitBreaker, RetryBudget, AdaptiveThrottle)):
+        if not isinstance(template, (CircuitBreaker, RetryBudget, AdaptiveThrottle, Pacer)):
             raise ConfigError(
                 "template",
                 type(template).__name__,
-                "must be a CircuitBreaker, RetryBudget or AdaptiveThrottle",
+                "must be a CircuitBreaker, RetryBudget, AdaptiveThrottle or Pacer",
                 "PerTarget(CircuitBreaker())",
             )
         self.template = template
@@ -198,4 +201,6 @@ def _holding_back(instance: _Kind) -> bool:
         return instance.state != "closed"
     if isinstance(instance, RetryBudget):
         return instance.available() < 1.0
+    if isinstance(instance, Pacer):
+        return instance.pacing()
     return instance.reject_probability() > 0.0

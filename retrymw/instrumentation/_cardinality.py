@@ -43,7 +43,7 @@ def worst_series(first: tuple[str, ...]) -> int:
     """The most series one value of the leading labels ``first`` can carry: one (policy,
     target) pair, or one circuit, over every metric that starts with them."""
     total = 0
-    for spec in (*names.METRICS, *names.LIVE_GAUGES):
+    for spec in (*names.METRICS, *names.LIVE_GAUGES, *names.PACER_METRICS):
         # The info gauges are one series per label set, counted where they are made.
         if spec.labels[: len(first)] != first or spec in (names.POLICY_INFO, names.CIRCUIT_INFO):
             continue

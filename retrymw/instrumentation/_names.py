@@ -512,6 +512,41 @@ THROTTLE_REJECT_PROBABILITY = MetricSpec(
     "Probability that the adaptive throttle sheds the next attempt, in [0, max_reject].",
     multiprocess_mode="livemax",
 )
+#: The pacer's wait for a slot: from nothing to a few seconds (a call's deadline bounds it).
+PACER_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+PACER_WAIT = MetricSpec(
+    "retrymw_pacer_wait_seconds",
+    "retrymw.pacer.wait",
+    "histogram",
+    "s",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Time each attempt waited for its pacer's slot before it was sent.",
+    PACER_WAIT_BUCKETS,
+)
+PACER_LIMIT = MetricSpec(
+    "retrymw_pacer_limit",
+    "retrymw.pacer.limit",
+    "gauge",
+    "{request}/s",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Requests limit per second the pacer learned from the server's headers (0: none learned).",
+    multiprocess_mode="livemin",
+)
+PACER_RATE = MetricSpec(
+    "retrymw_pacer_rate",
+    "retrymw.pacer.rate",
+    "gauge",
+    "{request}/s",
+    (LABEL_POLICY, LABEL_TARGET),
+    "Requests per second the pacer sends at now (0: not pacing).",
+    multiprocess_mode="livemin",
+)
+#: A pacer's metrics (`retrymw.Pacer`): the wait histogram, recorded from
+#: `AttemptFinished.paced_for`, and its live gauges, read from the pacers a `Retrier` announces.
+#: Created with the first pacer, so that a process without one exports no empty family; not in
+#: `LIVE_GAUGES` (no dashboard row yet).
+PACER_GAUGES: tuple[MetricSpec, ...] = (PACER_LIMIT, PACER_RATE)
+PACER_METRICS: tuple[MetricSpec, ...] = (PACER_WAIT, *PACER_GAUGES)
 CIRCUIT_FAILURE_RATE = MetricSpec(
     "retrymw_circuit_failure_rate",
     "retrymw.circuit.failure_rate",

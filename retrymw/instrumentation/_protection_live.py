@@ -75,6 +75,16 @@ def reject_probability(throttle: Any) -> float:
     return float(throttle.reject_probability())
 
 
+def pacer_limit(pacer: Any) -> float:
+    """The requests limit the pacer learned, per second; 0 while none is learned."""
+    return float(pacer.statistics().limit or 0.0)
+
+
+def pacer_rate(pacer: Any) -> float:
+    """The requests rate the pacer sends at now, per second; 0 while it paces nothing."""
+    return float(pacer.statistics().rate or 0.0)
+
+
 #: The saturation gauges a budget, a throttle and a breaker export, with how each is read
 #: (a budget's available tokens are the contract's gauge, set from the events). A breaker's
 #: thresholds are exported only while their rule is on (the reading is not NaN).
@@ -83,6 +93,10 @@ BUDGET_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
 )
 THROTTLE_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
     (names.THROTTLE_REJECT_PROBABILITY, reject_probability),
+)
+PACER_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
+    (names.PACER_LIMIT, pacer_limit),
+    (names.PACER_RATE, pacer_rate),
 )
 BREAKER_READERS: tuple[tuple[names.MetricSpec, Reader], ...] = (
     (names.CIRCUIT_FAILURE_RATE, failure_rate),
@@ -94,7 +108,8 @@ BREAKER_SETTINGS: frozenset[names.MetricSpec] = frozenset({names.CIRCUIT_FAILURE
 
 
 def kind_of(subject: object) -> str | None:
-    """``"policy"``, ``"breaker"``, ``"budget"`` or ``"throttle"``; ``None`` for anything else.
+    """``"policy"``, ``"breaker"``, ``"budget"``, ``"throttle"`` or ``"pacer"``; ``None`` for
+    anything else.
 
     The classes are imported on use, as `_prometheus` does, so that this module loads without
     the engine and the protection modules.
@@ -102,6 +117,7 @@ def kind_of(subject: object) -> str | None:
     from .._core.policy import RetryPolicy
     from .._protect.breaker import CircuitBreaker
     from .._protect.budget import RetryBudget
+    from .._protect.pacer import Pacer
     from .._protect.throttle import AdaptiveThrottle
 
     kinds: tuple[tuple[type, str], ...] = (
@@ -109,6 +125,7 @@ def kind_of(subject: object) -> str | None:
         (CircuitBreaker, "breaker"),
         (RetryBudget, "budget"),
         (AdaptiveThrottle, "throttle"),
+        (Pacer, "pacer"),
     )
     for cls, kind in kinds:
         if isinstance(subject, cls):

@@ -50,18 +50,19 @@ DESIGN_METRICS = {
         ("circuit", "circuit_previous_state", "circuit_state"),
     ),
 }
-#: §6's outcomes, then the ones §14 asks metrics to tell: a call whose request went on to the
-#: next origin (``failover``).
+#: §6's outcomes, then ``failover`` (a call whose request went on to the next origin, which
+#: §14 asks metrics to tell) and ``paced`` (§15: a pacer's slot past the deadline, before any
+#: attempt).
 DESIGN_OUTCOMES = (
     "success failure exhausted budget_exhausted throttled circuit_open shed deadline_exceeded "
-    "cancelled failover"
+    "cancelled failover paced"
 )
 #: DESIGN lists no ``shed`` reason; the code also gives up with reason ``shed`` when the
 #: adaptive throttle sheds a retry (CHANGELOG: "outcome and reason `shed`"): a documented
 #: deviation, kept here so that any other difference still fails.
 DESIGN_REASONS = (
     "max_attempts budget_exhausted throttled deadline_exceeded circuit_open shed not_idempotent "
-    "body_not_replayable retry_after_exceeds_limit server_said_no retried_below"
+    "body_not_replayable retry_after_exceeds_limit server_said_no retried_below paced"
 )
 #: Scenarios that between them touch every metric of DESIGN's table.
 ALL_TEN = ("success_after_2_retries", "exhausted", "circuit_open")

@@ -140,6 +140,7 @@ class OpenTelemetryInstrument(Instrument):
         # as OpenTelemetry's HTTP instrumentations do). The other records offer the SDK none
         # (`NO_EXEMPLAR`): each offer cost 2 µs or more, and they would point at the same trace.
         self._backoff = create_histogram(meter, names.BACKOFF_DURATION)
+        self._pacer_wait = create_histogram(meter, names.PACER_WAIT)  # recorded with a pacer
         self._denied = meter.create_counter(*metric_args(names.RETRIES_DENIED))
         self._budget = meter.create_gauge(*metric_args(names.RETRY_BUDGET_AVAILABLE))
         self._circuit_state = meter.create_gauge(*metric_args(names.CIRCUIT_STATE))
@@ -415,6 +416,12 @@ class OpenTelemetryInstrument(Instrument):
                 event.error_type,
             )
             self._attempt_duration.record(event.duration, attributes, context=NO_EXEMPLAR)
+            if event.paced_for is not None:
+                self._pacer_wait.record(
+                    event.paced_for,
+                    self._attributes(event.policy, event.target),
+                    context=NO_EXEMPLAR,
+                )
             attempt = self._attempt.get()
             if attempt is not None and attempt.http_attributes is not None:
                 version = protocol_version(event.result)

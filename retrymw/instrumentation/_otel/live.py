@@ -31,6 +31,7 @@ from .._cardinality import Cardinality
 from .._protection_live import (
     BREAKER_READERS,
     BUDGET_READERS,
+    PACER_READERS,
     THROTTLE_READERS,
     Reader,
     circuit_info,
@@ -45,7 +46,12 @@ __all__ = ["LiveGauges", "live_gauges"]
 _Source = tuple[weakref.ref[Any], Reader]
 
 #: The denial reason each kind of protection gives, recorded at 0 with the object.
-_DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "shed"}
+_DENIAL_OF = {
+    "budget": "throttled",
+    "breaker": "circuit_open",
+    "throttle": "shed",
+    "pacer": "paced",
+}
 
 
 class LiveGauges:
@@ -65,7 +71,9 @@ class LiveGauges:
         # spec -> label values (in spec.labels order) -> source. A later object for the same
         # series replaces the earlier one, as a Prometheus gauge's later set_function does.
         self._series: dict[names.MetricSpec, dict[tuple[str, ...], _Source]] = {
-            spec: {} for spec in names.LIVE_GAUGES if spec is not names.POLICY_INFO
+            spec: {}
+            for spec in (*names.LIVE_GAUGES, *names.PACER_GAUGES)
+            if spec is not names.POLICY_INFO
         }
         self._policies: dict[str, tuple[str, ...]] = {}
         #: Budgets and throttles shared by every target of a policy (announced with target
@@ -83,7 +91,7 @@ class LiveGauges:
         """Create the observable gauges on ``meter`` (`names.LIVE_GAUGES`), and take the
         circuit state, transitions and denial instruments, which the SDK hands every
         `OpenTelemetryInstrument` on the meter too (same name, unit and description)."""
-        for spec in names.LIVE_GAUGES:
+        for spec in (*names.LIVE_GAUGES, *names.PACER_GAUGES):
             meter.create_observable_gauge(
                 spec.otel,
                 callbacks=[functools.partial(self._observe, spec)],
@@ -195,7 +203,9 @@ class LiveGauges:
                         circuit_info,
                     )
             return
-        readers = BUDGET_READERS if kind == "budget" else THROTTLE_READERS
+        readers = {"budget": BUDGET_READERS, "pacer": PACER_READERS}.get(
+            kind or "", THROTTLE_READERS
+        )
         for spec, _ in readers:
             if bounds.place(policy, target, 0, (spec.otel,), spec.series) != (policy, target):
                 return  # its series would not fit

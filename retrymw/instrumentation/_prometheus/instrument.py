@@ -92,6 +92,9 @@ class PrometheusInstrument(Instrument):
         if child is None:
             child = metrics.attempt(*key)
         _observe(child, names.ATTEMPT_DURATION_BUCKETS, event.duration, _exemplar())
+        if event.paced_for is not None:
+            wait = metrics.pacer_wait_of(event.policy, event.target)
+            _observe(wait, names.PACER_WAIT_BUCKETS, event.paced_for, None)
         body = event.body
         if body is not None:
             size, first_byte = metrics.body_of(body_attributes(event, metrics.error_type))

@@ -26,6 +26,7 @@ from .._cardinality import Cardinality
 from .._protection_live import (
     BREAKER_READERS,
     BREAKER_SETTINGS,
+    PACER_READERS,
     budget_capacity,
     circuit_info,
     kind_of,
@@ -45,10 +46,15 @@ _ENTRY_SERIES = names.CALL_DURATION.series + names.ATTEMPT_DURATION.series
 #: The denial reason each kind of protection gives: exported at 0 with the object (the contract,
 #: "every series a configured breaker, budget or throttle can have exists from its creation"),
 #: so that increase() counts its first denial.
-_DENIAL_OF = {"budget": "throttled", "breaker": "circuit_open", "throttle": "shed"}
+_DENIAL_OF = {
+    "budget": "throttled",
+    "breaker": "circuit_open",
+    "throttle": "shed",
+    "pacer": "paced",
+}
 #: The outcome of a call a breaker or a throttle refuses before any attempt: its call series
 #: exists from the object's creation too, so that the refused share counts the first refusals.
-_REFUSAL_OF = {"breaker": "circuit_open", "throttle": "shed"}
+_REFUSAL_OF = {"breaker": "circuit_open", "throttle": "shed", "pacer": "paced"}
 #: The response-body metrics' labels for the attribute sets past the series bound: the
 #: OpenTelemetry SDK's overflow set (``otel_metric_overflow="true"`` alone), as on that path.
 _BODY_OVERFLOW = tuple(
@@ -73,6 +79,9 @@ class Metrics:
         self.transitions = create(registry, names.CIRCUIT_TRANSITIONS)
         self.budget_capacity = create(registry, names.RETRY_BUDGET_CAPACITY)
         self.reject_probability = create(registry, names.THROTTLE_REJECT_PROBABILITY)
+        # A pacer's metrics (`names.PACER_METRICS`), made with the first pacer (`pacer_metric`).
+        self.registry = registry
+        self.pacer_metrics: dict[names.MetricSpec, Any] = {}
         # The breaker's gauges (`BREAKER_READERS`): live readings and constant settings.
         self.breaker_gauges = {spec: create(registry, spec) for spec, _ in BREAKER_READERS}
         self.circuit_info = create(registry, names.CIRCUIT_INFO)
@@ -217,6 +226,7 @@ class Metrics:
         specs = {
             "budget": (names.RETRY_BUDGET_AVAILABLE, names.RETRY_BUDGET_CAPACITY),
             "throttle": (names.THROTTLE_REJECT_PROBABILITY,),
+            "pacer": tuple(spec for spec, _ in PACER_READERS),
         }.get(kind, ())
         for spec in specs:
             if self.place(policy, target, (spec.prometheus,), spec.series) != (policy, target):
@@ -234,6 +244,15 @@ class Metrics:
             self.live(
                 (policy, target),
                 ((self.reject_probability.labels(policy, target), reject_probability),),
+                ref,
+            )
+        elif kind == "pacer":
+            self.live(
+                (policy, target),
+                [
+                    (self.pacer_metric(spec).labels(policy, target), read)
+                    for spec, read in PACER_READERS
+                ],
                 ref,
             )
 
@@ -360,6 +379,21 @@ class Metrics:
         if pair == (policy, raw_target):
             self.backoff_children[pair] = child
         return child
+
+    def pacer_wait_of(self, policy: str, raw_target: str) -> Any:
+        """The child of `names.PACER_WAIT` for (policy, target), placed in the ledger."""
+        spec = names.PACER_WAIT
+        pair = self.place(policy, self.target(raw_target), (spec.prometheus,), spec.series)
+        return self.pacer_metric(spec).labels(*pair)
+
+    def pacer_metric(self, spec: names.MetricSpec) -> Any:
+        """The collector of a pacer's metric, made on first use: a process without a pacer
+        exports no empty family of them."""
+        with self.lock:
+            metric = self.pacer_metrics.get(spec)
+            if metric is None:
+                metric = self.pacer_metrics[spec] = create(self.registry, spec)
+            return metric
 
     def budget_of(self, policy: str, raw_target: str) -> Any:
         spec = names.RETRY_BUDGET_AVAILABLE

@@ -1,0 +1,532 @@
+"""`Pacer`: a client-side send-rate limiter that learns the server's limit from its answers.
+
+Two lanes, requests and tokens (the server's cost units), each a GCRA (virtual scheduling):
+a send reserves the earliest slot both lanes allow, and a lane's slots are spread evenly at
+its rate, with at most ``burst`` sends at once after a quiet spell, so that nothing bursts at
+a window's reset. A send's slot is ``max(now, tat - tolerance, hold)`` and it moves the lane's
+theoretical arrival time ``tat`` on by ``cost / rate``.
+
+A lane's rate is the one given (``Pacer(rate="50/s")``), or the one learned: from rate-limit
+headers (`retrymw._http.ratelimits`; a learned limit is paced at `HEADROOM` of it, since the
+server's window and ours never line up to the millisecond), and from throttling answers
+(429, 503, 529), which cut the requests rate to `BETA` of what was sent (`BETA_KNOWN` while
+a limit is known; never below `FLOOR`); the rate then grows back along a cubic (`CUBIC_C`),
+as in the AWS SDKs' adaptive mode, capped at twice the measured send rate while no limit is
+known, and at the limit when one is. An exhausted counter (``remaining`` 0) holds its lane
+until one unit is back (or its reset), and a throttle's ``Retry-After`` holds the requests
+lane. ``Pacer()`` paces nothing until the first signal.
+
+The share of the limit this process may use is one attribute, `Pacer.share` (1.0 alone; a
+fleet leases a part of the limit to each member by setting it).
+
+Decisions are pure and synchronous: time is passed in (`reserve`, `learn`); the waiting is the
+caller's (`Retrier` awaits the clock's sleep). Thread- and task-safe: a short lock, never held
+while waiting. Fork-safe (`_core.forks`).
+
+.. versionadded:: 0.4
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, final
+
+from .._core.clock import SYSTEM_CLOCK, Clock
+from .._core.errors import ConfigError
+from .._core.events import OVERLOAD_STATUSES
+from .._core.forks import after_fork_in_child
+from .settings import shown
+
+__all__ = [
+    "BETA",
+    "BETA_KNOWN",
+    "CUBIC_C",
+    "FLOOR",
+    "HEADROOM",
+    "Pacer",
+    "PacerStatistics",
+    "RateLimits",
+    "Slot",
+    "parse_rate",
+]
+
+#: The least requests rate a throttled pacer keeps, per second (AWS: 0.5).
+FLOOR: Final = 0.5
+#: A throttling answer cuts the requests rate to this fraction of what was sent (AWS: 0.7).
+BETA: Final = 0.7
+#: The same while a limit is known (given, or read from headers): a throttle then means an
+#: overshoot of a few sends (jitter, a burst of retries), not a limit far below, and repeated
+#: throttles still compound the cut (0.9 every `REACT` seconds halves it in 3.5 s).
+BETA_KNOWN: Final = 0.9
+#: The cubic's scale, in requests/s per s³ (AWS: 0.4): how fast a cut rate grows back.
+CUBIC_C: Final = 0.4
+#: A limit learned from headers is paced at this fraction of it.
+HEADROOM: Final = 0.95
+#: How long one throttle counts for: the answers to what was sent before a cut arrive after
+#: it, and one overshoot must cut the rate once, not once per answer.
+REACT: Final = 0.5
+#: The longest a hold (a reset, a ``Retry-After``) lasts, in seconds.
+MAX_HOLD: Final = 600.0
+_MEASURE_BUCKET = 0.5  # seconds: the send rate is measured over buckets this long (AWS)
+_SMOOTHING = 0.8  # the weight of the newest bucket in the measured rate (AWS)
+_RATE = re.compile(
+    r"\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*", re.IGNORECASE
+)
+_PER = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0}
+_PER |= {"h": 3600.0, "hour": 3600.0}
+_MAX_RATE = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimits:
+    """What one answer says about the send rate its server allows (rates per second;
+    ``None``: not said). Read from headers by `retrymw._http.ratelimits.read_rate_limits`.
+
+    Attributes:
+        requests: the requests limit, per second.
+        requests_remaining: requests left in the server's current window.
+        requests_reset: seconds until that window's counter is full again.
+        tokens: the tokens limit, per second.
+        tokens_remaining: tokens left in the server's current window.
+        tokens_reset: seconds until that counter is full again.
+        retry_after: seconds the server asks to wait (``Retry-After``).
+    """
+
+    requests: float | None = None
+    requests_remaining: float | None = None
+    requests_reset: float | None = None
+    tokens: float | None = None
+    tokens_remaining: float | None = None
+    tokens_reset: float | None = None
+    retry_after: float | None = None
+
+
+#: What an answer without any rate-limit header says.
+NO_RATE_LIMITS: Final = RateLimits()
+
+
+class Slot(NamedTuple):
+    """A send's slot (`Pacer.reserve`).
+
+    Attributes:
+        wait: seconds from now until the send may go.
+        granted: whether it was reserved; ``False`` when it lies past the caller's limit
+            (nothing was reserved then).
+    """
+
+    wait: float
+    granted: bool
+
+
+_NOW: Final = Slot(0.0, True)
+
+
+@dataclass(frozen=True, slots=True)
+class PacerStatistics:
+    """A snapshot of a `Pacer`.
+
+    Attributes:
+        name: the pacer's name (a bounded telemetry label).
+        rate: the requests rate sends are paced at now, per second; ``None``: not paced.
+        limit: the requests limit learned from headers (per second, the whole limit, before
+            `Pacer.share`), or ``None``.
+        tokens_rate: the tokens rate sends are paced at now, per second, or ``None``.
+        tokens_limit: the tokens limit learned from headers, per second, or ``None``.
+        measured_rate: the smoothed rate of sends, per second.
+        share: the share of the limits this pacer may use (`Pacer.share`).
+        sends: sends reserved since creation.
+        delayed: those of them that had to wait for their slot.
+        refused: sends refused because their slot lay past the caller's limit.
+        throttles: throttling answers (429, 503, 529) learned from.
+        held_for: seconds until a hold (a reset, a ``Retry-After``) ends; 0 without one.
+    """
+
+    name: str
+    rate: float | None
+    limit: float | None
+    tokens_rate: float | None
+    tokens_limit: float | None
+    measured_rate: float
+    share: float
+    sends: int
+    delayed: int
+    refused: int
+    throttles: int
+    held_for: float
+
+
+def parse_rate(value: Any, field: str, example: str) -> float | None:
+    """A rate per second from ``"50/s"``, ``"3000/min"``, ``"1/h"`` or a number per second.
+
+    Raises:
+        ConfigError: anything else, or a rate not in ``(0, 1e9]``; the message names ``field``.
+    """
+    if value is None:
+        return None
+    rate: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not isinstance(value, int) or value.bit_length() <= 64:
+            rate = float(value)
+    elif isinstance(value, str) and len(value) <= 64:
+        match = _RATE.fullmatch(value)
+        if match is not None:
+            rate = float(match[1]) / _PER[match[2].lower()]
+    if rate is None or not math.isfinite(rate) or not 0.0 < rate <= _MAX_RATE:
+        raise ConfigError(
+            field, shown(value), "must be a positive rate such as 50/s or 3000/min", example
+        )
+    return rate
+
+
+class _Lane:
+    """One lane's schedule (GCRA): ``tat``, the tolerance of its burst, and its hold."""
+
+    __slots__ = ("burst", "hold_until", "tat")
+
+    def __init__(self, burst: float) -> None:
+        self.burst = burst  # in the lane's units: sends that may go at once
+        self.tat = -math.inf
+        self.hold_until = -math.inf
+
+    def earliest(self, now: float, rate: float | None) -> float:
+        """The earliest time a send may go (not reserved)."""
+        start = max(self.hold_until, now)
+        if rate is None:
+            return start
+        allowed = self.tat - (self.burst - 1.0) / rate if self.burst >= 1.0 else self.tat
+        return max(allowed, start)
+
+    def take(self, at: float, rate: float | None, cost: float) -> None:
+        """Reserve ``cost`` at ``at`` (from `earliest`)."""
+        if rate is not None:
+            self.tat = (max(at, self.tat)) + cost / rate
+
+
+@final
+class Pacer:
+    """Send at the rate the server allows: a rate given, or learned from its answers.
+
+    docs/pacing.md has the rules and the recipes. `Retrier` and the transports reserve each
+    attempt's slot (`reserve`) and wait for it, and tell the pacer every answer (`learn`).
+
+    Args:
+        rate: the requests limit, ``"50/s"``, ``"3000/min"`` or a number per second; ``None``
+            (the default) learns it from the server's answers.
+        burst: how many requests may go at once after a quiet spell (an integer >= 1; 1 by
+            default: evenly spread).
+        tokens: the tokens limit (the server's cost units), ``"10000/min"`` or a number per
+            second; ``None`` learns it from the token headers.
+        cost: a callable of the request (an ``httpx.Request`` on the transports; ``None`` for
+            coroutines) returning its cost in tokens: estimated tokens for an LLM API. Without
+            it the tokens lane only honours the server's holds.
+        name: a bounded telemetry label; a transport's per-host pacers are
+            ``"<name>:<host>"``.
+        clock: where time is read; the system clock by default.
+
+    Raises:
+        ConfigError: a value is out of range; the message names the field.
+
+    .. versionadded:: 0.4
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_clock",
+        "_cut_at",
+        "_delayed",
+        "_k",
+        "_lock",
+        "_measure_start",
+        "_measured",
+        "_measured_sends",
+        "_rate",
+        "_refused",
+        "_requests",
+        "_requests_limit",
+        "_sends",
+        "_throttles",
+        "_token_rate",
+        "_tokens",
+        "_tokens_limit",
+        "_w_max",
+        "cost",
+        "name",
+        "share",
+    )
+
+    def __init__(
+        self,
+        rate: Any = None,
+        burst: int | None = None,
+        *,
+        tokens: Any = None,
+        cost: Callable[[Any], float] | None = None,
+        name: str = "default",
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError("name", shown(name), "must be a non-empty string", '"openai"')
+        self.name = name
+        self._rate = parse_rate(rate, "rate", '"50/s"')
+        self._token_rate = parse_rate(tokens, "tokens", '"10000/min"')
+        if burst is None:
+            burst = 1
+        if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= 1_000_000:
+            raise ConfigError("burst", shown(burst), "must be an integer in [1, 1000000]", "10")
+        if cost is not None and not callable(cost):
+            raise ConfigError(
+                "cost", shown(cost), "must be a callable of the request, or None", "estimate"
+            )
+        self.cost = cost
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        #: The share of the server's limits this pacer may use, in (0, 1]: 1.0 on its own.
+        self.share = 1.0
+        self._requests = _Lane(float(burst))
+        self._tokens = _Lane(0.0)
+        self._requests_limit: float | None = None  # learned, per second, the whole limit
+        self._tokens_limit: float | None = None
+        # The cubic after the last throttle: when it was, the rate it was cut from, and the
+        # time the cubic takes to climb back to that rate.
+        self._cut_at: float | None = None
+        self._w_max = 0.0
+        self._k = 0.0
+        self._measured = 0.0
+        self._measured_sends = 0
+        self._measure_start = -math.inf
+        self._sends = 0
+        self._delayed = 0
+        self._refused = 0
+        self._throttles = 0
+        self._lock = threading.Lock()
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def clock(self) -> Clock:
+        """Where this pacer reads time."""
+        return self._clock
+
+    def clone(self, name: str) -> Pacer:
+        """Return a fresh pacer with these settings, cost and clock, and nothing learned."""
+        return Pacer(
+            self._rate,
+            int(self._requests.burst),
+            tokens=self._token_rate,
+            cost=self.cost,
+            name=name,
+            clock=self._clock,
+        )
+
+    # -- the retrier's interface ------------------------------------------------------------------
+
+    def cost_of(self, request: object) -> float:
+        """The tokens ``request`` costs by the ``cost`` callable (0 without one)."""
+        cost = self.cost
+        if cost is None:
+            return 0.0
+        value = cost(request)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigError(
+                "cost", shown(value), "must return a finite number >= 0 (tokens)", "120"
+            )
+        return float(value)
+
+    def reserve(self, now: float, cost: float = 0.0, *, within: float | None = None) -> Slot:
+        """Reserve the earliest slot for a send of ``cost`` tokens (and one request).
+
+        Args:
+            now: the current time (the clock's ``now()``).
+            cost: the send's cost in tokens (`cost_of`).
+            within: the longest the caller may wait (what its deadline leaves); a slot past it
+                is not reserved, and `Slot.granted` is ``False``.
+
+        Returns:
+            The `Slot`: how long to wait before sending.
+        """
+        with self._lock:
+            self._measure(now)
+            requests, tokens = self._requests_rate(now), self._tokens_rate()
+            idle = requests is None and tokens is None
+            if idle and self._requests.hold_until <= now and self._tokens.hold_until <= now:
+                self._sends += 1  # the idle path: nothing paced, nothing held
+                self._measured_sends += 1
+                return _NOW
+            at = max(self._requests.earliest(now, requests), self._tokens.earliest(now, tokens))
+            wait = at - now
+            if within is not None and wait > within:
+                self._refused += 1
+                return Slot(wait, False)
+            self._requests.take(at, requests, 1.0)
+            self._tokens.take(at, tokens, cost)
+            self._sends += 1
+            self._measured_sends += 1
+            if wait > 0.0:
+                self._delayed += 1
+                return Slot(wait, True)
+            return _NOW
+
+    def learn(
+        self, now: float, *, status: int | None = None, limits: RateLimits | None = None
+    ) -> None:
+        """Learn from one answer: its status and what its headers say (`RateLimits`).
+
+        A throttling status (429, 503, 529) cuts the requests rate (once per `REACT` seconds)
+        and holds the exhausted lane until its reset, else for ``Retry-After``. A limit in the
+        headers becomes the lane's limit; a counter at 0 holds its lane until the reset.
+        """
+        throttled = status in OVERLOAD_STATUSES
+        if not throttled and (limits is None or limits is NO_RATE_LIMITS):
+            return
+        with self._lock:
+            held = False
+            if limits is not None:
+                if limits.requests is not None and limits.requests > 0.0:
+                    self._requests_limit = limits.requests
+                if limits.tokens is not None and limits.tokens > 0.0:
+                    self._tokens_limit = limits.tokens
+                held = _hold(
+                    self._requests,
+                    now,
+                    limits.requests_remaining,
+                    limits.requests_reset,
+                    self._requests_limit,
+                )
+                held |= _hold(
+                    self._tokens,
+                    now,
+                    limits.tokens_remaining,
+                    limits.tokens_reset,
+                    self._tokens_limit,
+                )
+            if not throttled:
+                return
+            self._throttles += 1
+            if not held and limits is not None and limits.retry_after is not None:
+                lane = self._requests
+                lane.hold_until = max(lane.hold_until, now + min(limits.retry_after, MAX_HOLD))
+            self._cut(now)
+
+    def statistics(self) -> PacerStatistics:
+        """Return a frozen snapshot of the pacer."""
+        with self._lock:
+            now = self._clock.now()
+            return PacerStatistics(
+                name=self.name,
+                rate=self._requests_rate(now),
+                limit=self._requests_limit,
+                tokens_rate=self._tokens_rate(),
+                tokens_limit=self._tokens_limit,
+                measured_rate=self._measured,
+                share=self.share,
+                sends=self._sends,
+                delayed=self._delayed,
+                refused=self._refused,
+                throttles=self._throttles,
+                held_for=max(0.0, self._requests.hold_until - now, self._tokens.hold_until - now),
+            )
+
+    def pacing(self) -> bool:
+        """Whether sends are paced now (a rate known, or a hold): for eviction and gauges."""
+        stats = self.statistics()
+        return stats.rate is not None or stats.tokens_rate is not None or stats.held_for > 0.0
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        rate = "unpaced" if stats.rate is None else f"{stats.rate:.3g}/s"
+        return f"<Pacer {self.name!r} {rate} sends={stats.sends} throttles={stats.throttles}>"
+
+    # -- internals (the caller holds the lock) -----------------------------------------------------
+
+    def _ceiling(self) -> float | None:
+        """The requests rate allowed by what is known: the rate given, the limit learned."""
+        rate = self._rate
+        limit = self._requests_limit
+        if limit is not None:
+            paced = limit * HEADROOM
+            rate = paced if rate is None or paced < rate else rate
+        return None if rate is None else rate * self.share
+
+    def _requests_rate(self, now: float) -> float | None:
+        """The requests rate now: the ceiling, or the cubic climbing back since a throttle."""
+        ceiling = self._ceiling()
+        cut_at = self._cut_at
+        if cut_at is None:
+            return ceiling
+        since = now - cut_at if now > cut_at else 0.0
+        climbed = CUBIC_C * (since - self._k) ** 3 + self._w_max
+        if ceiling is None:
+            measured = self._measured
+            if measured > 0.0:
+                climbed = min(climbed, 2.0 * measured)
+            return max(FLOOR, climbed)
+        if climbed >= ceiling:
+            self._cut_at = None  # climbed back: the ceiling governs again
+            return ceiling
+        return max(FLOOR, climbed)
+
+    def _tokens_rate(self) -> float | None:
+        rate = self._token_rate
+        limit = self._tokens_limit
+        if limit is not None:
+            paced = limit * HEADROOM
+            rate = paced if rate is None or paced < rate else rate
+        return None if rate is None else rate * self.share
+
+    def _cut(self, now: float) -> None:
+        """A throttle: cut the requests rate to `BETA` of what was sent, once per `REACT`."""
+        if self._cut_at is not None and now - self._cut_at < REACT:
+            return
+        current = self._requests_rate(now)
+        beta = BETA if self._ceiling() is None else BETA_KNOWN
+        measured = self._measured
+        if measured <= 0.0 and now > self._measure_start:
+            # No bucket finished yet: what was sent since the first one began.
+            measured = self._measured_sends / (now - self._measure_start)
+        if current is None:
+            sent = measured
+        elif measured > 0.0:
+            sent = min(current, measured) if current > measured * 2.0 else current
+        else:
+            sent = current
+        self._w_max = max(FLOOR / beta, sent)
+        self._k = (self._w_max * (1.0 - beta) / CUBIC_C) ** (1.0 / 3.0)
+        self._cut_at = now
+
+    def _measure(self, now: float) -> None:
+        """Fold the sends of each finished `_MEASURE_BUCKET` into the smoothed send rate."""
+        start = self._measure_start
+        if now - start < _MEASURE_BUCKET:
+            return
+        if start > -math.inf:
+            sampled = self._measured_sends / (now - start)
+            self._measured = sampled * _SMOOTHING + self._measured * (1.0 - _SMOOTHING)
+        self._measured_sends = 0
+        self._measure_start = now
+
+
+def _hold(
+    lane: _Lane, now: float, remaining: float | None, reset: float | None, limit: float | None
+) -> bool:
+    """Hold ``lane`` if its counter is exhausted; whether it did.
+
+    Until ``reset``, or, with the lane's limit known, until one unit is back (``1 / limit``):
+    OpenAI's and Anthropic's resets say when the counter is full again, and it refills
+    continuously, so waiting for the whole reset would leave most of the limit unused.
+    """
+    if remaining is None or remaining >= 1.0 or reset is None or reset <= 0.0:
+        return False
+    if limit is not None:
+        reset = min(reset, 1.0 / limit)
+    lane.hold_until = max(lane.hold_until, now + min(reset, MAX_HOLD))
+    return True
