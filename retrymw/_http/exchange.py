@@ -466,9 +466,23 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
     body read, as between retries, so that its connection is reused). While an origin is
     left, a successful answer is read ahead before it is returned (`FailoverRun.read_ahead`:
     all of a bounded one, the first chunk of a stream): a body that breaks by then goes on
-    to that origin, before the caller has read any of it.
+    to that origin, before the caller has read any of it. The run is told how the request
+    ended (`FailoverRun.ended`), for its telemetry.
     """
     call = run.first()
+    try:
+        response = await _along_origins_async(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+async def _along_origins_async(
+    run: FailoverRun, call: HttpCall, send: Callable[[Any], Awaitable[Any]]
+) -> Any:
+    """The loop of `drive_origins_async`, from ``call``, the primary's."""
     while True:
         try:
             response = await drive_async(call, send)
@@ -494,6 +508,17 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
 def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
     """Sync twin of `drive_origins_async`."""
     call = run.first()
+    try:
+        response = _along_origins_sync(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+def _along_origins_sync(run: FailoverRun, call: HttpCall, send: Callable[[Any], Any]) -> Any:
+    """Sync twin of `_along_origins_async`."""
     while True:
         try:
             response = drive_sync(call, send)

@@ -632,3 +632,87 @@ async def test_an_async_stream_that_stalls_before_its_first_byte_restarts_elsewh
     ):
         body = b"".join([chunk async for chunk in response.aiter_bytes()])
     assert body.decode() == expected
+
+
+# -- one trace per failed-over request ----------------------------------------------------------
+
+
+def test_a_failed_over_request_draws_one_trace_under_a_retrymw_origin_span(
+    primary: _OriginServer, secondary: _OriginServer
+) -> None:
+    """With the real OpenTelemetry SDK: a request that fails over from the primary to the
+    secondary is one trace, whose root is one INTERNAL ``retrymw.origin`` span naming the
+    origins tried, in order, and the one that answered; each origin's call span is its child
+    (with that call's attempts under it). No query value reaches any span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = RetryTransport(
+        policy=_policy(),
+        failover=[secondary.url],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+        budget=None,
+    )
+    try:
+        with httpx.Client(transport=transport, timeout=10.0) as client:
+            response = client.get(f"{primary.url}/x?token=tok-SECRET")
+            assert response.text == "secondary"
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert len({span.context.trace_id for span in spans}) == 1, [s.name for s in spans]
+    (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
+    assert request.kind is SpanKind.INTERNAL
+    assert request.parent is None
+    attributes = dict(request.attributes or {})
+    assert attributes[names.ATTR_ORIGINS] == (primary.url, secondary.url)
+    assert attributes[names.ATTR_ORIGIN] == secondary.url
+    calls = [span for span in spans if span.name == "retrymw GET"]
+    assert [dict(call.attributes or {})[names.ATTR_TARGET] for call in calls] == [
+        primary.url.removeprefix("http://"),
+        secondary.url.removeprefix("http://"),
+    ]
+    assert all(call.parent is not None for call in calls)
+    assert {call.parent.span_id for call in calls if call.parent} == {request.context.span_id}
+    clients = [span for span in spans if span.kind is SpanKind.CLIENT]
+    assert len(clients) == 3  # two attempts on the primary, one on the secondary
+    call_ids = {call.context.span_id for call in calls}
+    assert all(span.parent is not None and span.parent.span_id in call_ids for span in clients)
+    for span in spans:
+        for value in (span.attributes or {}).values():
+            assert "tok-SECRET" not in str(value)
+
+
+def test_a_request_that_cannot_fail_over_draws_no_origin_span(primary: _OriginServer) -> None:
+    """A POST without ``Idempotency-Key`` never leaves its primary: no ``retrymw.origin`` span,
+    its call span is the root as on a transport without failover."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = RetryTransport(
+        policy=_policy(),
+        failover=[_dead_url()],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+    )
+    try:
+        with httpx.Client(transport=transport, timeout=10.0) as client:
+            assert client.post(f"{primary.url}/x", content=b"{}").status_code == 503
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert names.SPAN_ORIGIN not in [span.name for span in spans]
+    (call,) = [span for span in spans if span.name == "retrymw POST"]
+    assert call.parent is None
