@@ -43,6 +43,7 @@ from .limits import cap_phase_timeouts
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
 from .rules import HTTP_PROFILE, IDEMPOTENCY_KEY_HEADER, HttpProfile, is_idempotent
 from .sdk import RETRY_COUNT_HEADER
+from .sse import terminal_for
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
@@ -351,6 +352,8 @@ class HttpCall(HttpExchange):
         """The response the call returns, its body bounded by the deadline and the transport's
         limits, and watched to its end if the engine follows it (`watch_body`)."""
         ending, self._ending = self._ending, None
+        # An LLM API's stream must end with its terminal event, for an SDK or a fallback.
+        checked = self._profile.name == "sdk" or self.failover is not None
         return watch_body(
             result,
             deadline_left=deadline_left,
@@ -358,6 +361,7 @@ class HttpCall(HttpExchange):
             flavour=self.flavour.module,
             request=self.request,
             ending=ending,
+            terminal=terminal_for(self.request, result) if checked else None,
         )
 
     async def abandon(self) -> None:
