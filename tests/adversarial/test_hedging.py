@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from retrymw import CircuitBreaker, Hedge, RetryBudget, RetryPolicy
+from retrymw import AdaptiveThrottle, CircuitBreaker, Hedge, Retrier, RetryBudget, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport
 from tests.http_server import FlakyServer, Step
 
@@ -278,3 +278,57 @@ async def test_hedging_and_failover_on_one_transport(server: FlakyServer) -> Non
             await no_connection_or_task_left(transport, tasks)
     finally:
         fallback.stop()
+
+
+async def _hedged_once(hedge_fails: bool) -> tuple[AdaptiveThrottle, CircuitBreaker]:
+    """One coroutine call whose attempt is hedged: its first copy waits until the extra copy
+    has run; the extra copy answers at once (or fails at once, releasing the first)."""
+    throttle = AdaptiveThrottle()
+    breaker = CircuitBreaker()
+    retrier = Retrier(
+        RetryPolicy(attempts=1),
+        hedge=Hedge("10ms"),
+        throttle=throttle,
+        breaker=breaker,
+        budget=None,
+        instruments=(),
+    )
+    copies = 0
+    extra_ran = anyio.Event()
+
+    async def fetch() -> str:
+        nonlocal copies
+        copies += 1
+        if copies == 1:
+            await extra_ran.wait()
+            return "first"
+        extra_ran.set()
+        if hedge_fails:
+            raise ConnectionError("extra copy failed")
+        return "extra"
+
+    assert await retrier.call(fetch) == ("first" if hedge_fails else "extra")
+    assert copies == 2
+    return throttle, breaker
+
+
+async def test_the_throttle_admits_each_copy_and_a_cancelled_loser_has_no_verdict() -> None:
+    """Each copy sent is admitted by the throttle (two admissions for a hedged attempt); the
+    first copy, cancelled when the extra one won, is neither a success nor a failure."""
+    throttle, breaker = await _hedged_once(hedge_fails=False)
+    stats = throttle.statistics()
+    assert stats.admitted == 2
+    assert (stats.requests, stats.accepts) == (1, 1)
+    counts = breaker.statistics()
+    assert (counts.successes, counts.failures) == (1, 0)
+
+
+async def test_a_copy_that_failed_while_another_won_is_a_failure_for_both() -> None:
+    """An extra copy that failed before the first copy won is a failed attempt for the
+    throttle and the breaker (it was sent and it failed), the winner a success."""
+    throttle, breaker = await _hedged_once(hedge_fails=True)
+    stats = throttle.statistics()
+    assert stats.admitted == 2
+    assert (stats.requests, stats.accepts) == (2, 1)
+    counts = breaker.statistics()
+    assert (counts.successes, counts.failures) == (1, 1)
