@@ -137,7 +137,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             order: an idempotent request whose own origin's circuit is open, or whose retries
             there ended on a retryable answer, is sent to the next one (same path and query;
             one circuit per origin), within the request's deadline; the answering origin is in
-            ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
+            ``response.extensions["retrymw.origin"]`` (docs/hedging.md). ``None`` (the
             default): none.
 
     Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
