@@ -729,6 +729,47 @@ def test_a_failed_over_request_draws_one_trace_under_a_retrymw_origin_span(
             assert "tok-SECRET" not in str(value)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_an_async_failed_over_request_draws_one_trace_too(
+    primary: _OriginServer, secondary: _OriginServer
+) -> None:
+    """The async transport: the same one trace, its root the ``retrymw.origin`` span, and the
+    caller's context as it was once the request returned."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = AsyncRetryTransport(
+        policy=_policy(),
+        failover=[secondary.url],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+        budget=None,
+    )
+    before = trace.get_current_span()
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=10.0) as client:
+            response = await client.get(f"{primary.url}/x")
+            assert response.text == "secondary"
+            assert trace.get_current_span() is before
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert len({span.context.trace_id for span in spans}) == 1
+    (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
+    assert request.parent is None
+    assert dict(request.attributes or {})[names.ATTR_ORIGINS] == (primary.url, secondary.url)
+    calls = [span for span in spans if span.name == "retrymw GET"]
+    assert len(calls) == 2
+    assert all(call.parent and call.parent.span_id == request.context.span_id for call in calls)
+
+
 def test_a_request_that_cannot_fail_over_draws_no_origin_span(primary: _OriginServer) -> None:
     """A POST without ``Idempotency-Key`` never leaves its primary: no ``retrymw.origin`` span,
     its call span is the root as on a transport without failover."""
