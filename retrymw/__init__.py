@@ -19,6 +19,7 @@ from ._core.clock import Clock as Clock
 from ._core.durations import parse_duration as parse_duration
 from ._core.errors import CircuitOpenError as CircuitOpenError
 from ._core.errors import ConfigError as ConfigError
+from ._core.errors import IncompleteStreamError as IncompleteStreamError
 from ._core.errors import LoadShedError as LoadShedError
 from ._core.errors import PacedError as PacedError
 from ._core.errors import RetryBudgetExhausted as RetryBudgetExhausted
@@ -30,6 +31,8 @@ from ._core.events import BodyRead as BodyRead
 from ._core.events import BreakerStateChanged as BreakerStateChanged
 from ._core.events import CallFinished as CallFinished
 from ._core.events import CallStarted as CallStarted
+from ._core.events import FailoverFinished as FailoverFinished
+from ._core.events import FailoverStarted as FailoverStarted
 from ._core.events import Outcome as Outcome
 from ._core.events import RetryDenied as RetryDenied
 from ._core.events import RetryScheduled as RetryScheduled
@@ -82,11 +85,14 @@ __all__ = [
     "ConfigError",
     "CustomBackoff",
     "ExponentialBackoff",
+    "FailoverFinished",
+    "FailoverStarted",
     "FibonacciBackoff",
     "FixedBackoff",
     "GiveUp",
     "Hedge",
     "HedgeStatistics",
+    "IncompleteStreamError",
     "LinearBackoff",
     "LoadShedError",
     "Matcher",

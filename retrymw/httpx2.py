@@ -147,7 +147,7 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
             order: an idempotent request whose own origin's circuit is open, or whose retries
             there ended on a retryable answer, is sent to the next one (same path and query;
             one circuit per origin), within the request's deadline; the answering origin is in
-            ``response.extensions["retrymw.origin"]`` (docs/failover.md). ``None`` (the
+            ``response.extensions["retrymw.origin"]`` (docs/hedging.md). ``None`` (the
             default): none.
         pacer: a `Pacer`: the template of one pacer per host (``"<name>:<host>"``; the live
             ones are ``transport.retrier.pacer``), or a ``PerTarget`` of one, used as it is:

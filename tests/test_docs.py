@@ -361,6 +361,11 @@ def _spans_table() -> str:
         f"attempt it copies), `{names.ATTR_HEDGE}` (`true`), `{names.ATTR_ATTEMPT_OUTCOME}` "
         f"(`hedge`), `{names.ATTR_ERROR_TYPE}` (`cancelled` when another copy won first, the "
         f"failure when its answer failed; none when its answer won) |",
+        f"| `{names.SPAN_ORIGIN}` | INTERNAL span, one per request on a transport with "
+        f"`failover=` that may go to another origin ([hedging and failover](hedging.md)), the "
+        f"parent of each origin's call span | {keys((names.ATTR_POLICY, names.ATTR_TARGET))} "
+        f"(the primary's host); at the end `{names.ATTR_ORIGINS}` (the origins tried, in "
+        f"order), `{names.ATTR_ORIGIN}` (the one that answered) or `{names.ATTR_ERROR_TYPE}` |",
         f"| `{names.EVENT_BACKOFF}` | event on the call span, only for a wait that no attempt "
         f"followed (the call cancelled, or the next attempt refused) | {keys(backoff)} |",
         f"| `{names.EVENT_RETRY_DENIED}` | event on the call span | "

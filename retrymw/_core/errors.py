@@ -9,6 +9,7 @@ from .redact import redact_text, safe_repr
 __all__ = [
     "CircuitOpenError",
     "ConfigError",
+    "IncompleteStreamError",
     "LoadShedError",
     "PacedError",
     "RetryBudgetExhausted",
@@ -87,6 +88,31 @@ class LoadShedError(RetrymwError):
         )
         self.throttle = throttle
         self.reject_probability = reject_probability
+
+
+class IncompleteStreamError(RetrymwError):
+    """An LLM API's event stream (``text/event-stream``) ended without its terminal event:
+    the answer may be cut short, though the connection ended cleanly.
+
+    Raised while the body is read, on a transport with ``profile="sdk"`` or ``failover=``
+    (docs/hedging.md); before the caller read any of it, the request goes to the next origin
+    instead. The transports raise a twin that is also their library's
+    ``RemoteProtocolError``.
+
+    Attributes:
+        missing: the terminal event that did not come (``data: [DONE]``,
+            ``event: message_stop``).
+
+    .. versionadded:: 0.5
+    """
+
+    def __init__(self, missing: str, *, received: int) -> None:
+        super().__init__(
+            f"retrymw: the event stream ended after {received} bytes without its terminal "
+            f"event {missing!r}: the answer may be incomplete"
+        )
+        self.missing = missing
+        self.received = received
 
 
 class PacedError(RetrymwError):

@@ -23,6 +23,8 @@ __all__ = [
     "CallOutcome",
     "CallStarted",
     "CircuitState",
+    "FailoverFinished",
+    "FailoverStarted",
     "OVERLOAD_STATUSES",
     "Outcome",
     "RetryDenied",
@@ -213,6 +215,30 @@ class CallFinished(NamedTuple):
     status: int | None = None
     exception: BaseException | None = None
     budget_available: float | None = None
+
+
+class FailoverStarted(NamedTuple):
+    """A request that may fail over (``failover=`` on a transport) begins, to its primary
+    origin; its calls, one per origin tried, follow (docs/hedging.md). ``target``: the
+    primary's host."""
+
+    policy: str
+    target: str
+    operation: str
+
+
+class FailoverFinished(NamedTuple):
+    """A request that may fail over ended: ``tried``, the origins it was sent to in order
+    (``scheme://host[:port]``), and ``answered``, the one whose answer it returns; or
+    ``exception``, the error it ends with (``answered`` is then ``None``; both ``None``: it
+    was cancelled)."""
+
+    policy: str
+    target: str
+    operation: str
+    tried: tuple[str, ...]
+    answered: str | None
+    exception: BaseException | None = None
 
 
 class BreakerStateChanged(NamedTuple):

@@ -16,6 +16,8 @@ from .events import (
     BreakerStateChanged,
     CallFinished,
     CallStarted,
+    FailoverFinished,
+    FailoverStarted,
     RetryDenied,
     RetryScheduled,
 )
@@ -69,6 +71,20 @@ class Instrument:
         .. versionadded:: 0.2
         """
 
+    def failover_started(self, event: FailoverStarted, /) -> Scope | None:
+        """A request that may fail over begins; a returned context manager wraps its calls,
+        one per origin tried, through `failover_finished`.
+
+        .. versionadded:: 0.5
+        """
+        return None
+
+    def failover_finished(self, event: FailoverFinished, /) -> None:
+        """A request that may fail over ended (emitted inside its context manager).
+
+        .. versionadded:: 0.5
+        """
+
     def listening(self) -> bool:
         """Whether the per-call hooks would record anything now (checked once per call).
 
@@ -87,6 +103,8 @@ HOOKS = (
     "call_finished",
     "breaker_state_changed",
     "attached",
+    "failover_started",
+    "failover_finished",
 )
 
 
@@ -230,6 +248,8 @@ class Dispatch:
         self.call_finished = _table(guards, "call_finished")
         self.breaker_state_changed = _table(guards, "breaker_state_changed")
         self.attached = _table(guards, "attached")
+        self.failover_started = _table(guards, "failover_started")
+        self.failover_finished = _table(guards, "failover_finished")
         # Whether any hook hears of calls or attempts: a call's first attempt then never runs
         # bare (`Retrier.run_async`).
         self.observes_calls = bool(

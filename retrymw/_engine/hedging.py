@@ -10,6 +10,11 @@ usual. Copies run in one anyio task group: when the race returns, none is left r
 
 The race runs on the event loop's time (`anyio.current_time`), the copies being real
 concurrent work; the `Hedge` is told the latencies it measured.
+
+Protection sees each copy sent: the throttle admits every extra copy (`CallRun.admits_hedge`),
+a failed answer that a later answer replaces is a failure for the breaker and the throttle
+(`CallRun.hedge_failed`), the answer the attempt ends with gets its verdict as any attempt's,
+and a copy cancelled unanswered (a loser) is neither a success nor a failure.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ class _Race:
             await run.dispose(result)
             return False
         superseded = self.result if self.failed else None
+        if self.failed:  # a failed answer held until now: its verdict, as it is replaced
+            run.hedge_failed(self.result, self.error)
         self.result, self.error = result, error
         try:
             usable = run.usable(result, error)

@@ -328,6 +328,11 @@ class Retrier:
         quiet = self._quiet
         return self._dispatch if quiet is None or self._dispatch.listening() else quiet
 
+    def dispatch_now(self) -> Dispatch:
+        """The instruments' hooks for what starts now (a request along its failover origins):
+        `_current`."""
+        return self._current()
+
     def _runs_bare(self, call: Call, dispatch: Dispatch) -> bool:
         """Whether ``call``'s first attempt may run outside a `CallRun` (`_bare_policy`); an
         observed HTTP attempt never does: it lasts until its body ends, which only a `CallRun`

@@ -252,28 +252,44 @@ class CallRun(CallState):
             return None
         return deadline - self.elapsed(self.runtime.clock.now())
 
+    def _copy_outcome(self, result: object, error: Exception | None) -> Outcome:
+        """The `Outcome` of one copy's answer of a hedged attempt."""
+        adapter = self.adapter
+        if adapter is not None:
+            return adapter.outcome(self.attempt, 0.0, result, error)
+        answer = error if error is not None else result
+        return Outcome(
+            attempt=self.attempt, exception=error, result=result, status=status_of(answer)
+        )
+
     def usable(self, result: object, error: Exception | None) -> bool:
         """Whether one copy's answer of a hedged attempt wins its race: the policy would not
         retry it (`hedging`)."""
-        adapter = self.adapter
-        if adapter is not None:
-            outcome = adapter.outcome(self.attempt, 0.0, result, error)
-        else:
-            answer = error if error is not None else result
-            outcome = Outcome(
-                attempt=self.attempt, exception=error, result=result, status=status_of(answer)
-            )
-        return not self.policy.matches(outcome)
+        return not self.policy.matches(self._copy_outcome(result, error))
 
     def admits_hedge(self) -> bool:
         """Whether an extra copy of the attempt may be sent now: the circuit is closed, the
-        throttle sheds nothing, and the retry budget pays for it as for a retry."""
+        throttle sheds nothing and admits it (it counts each copy sent), and the retry budget
+        pays for it as for a retry."""
         breaker, throttle, budget = self.breaker, self.throttle, self.budget
         if breaker is not None and breaker.state != "closed":
             return False
-        if throttle is not None and throttle.reject_probability() > 0.0:
+        if throttle is not None and (
+            throttle.reject_probability() > 0.0 or not throttle.allow_request()
+        ):
             return False
-        return budget is None or budget.try_acquire()
+        if budget is None or budget.try_acquire():
+            return True
+        if throttle is not None:
+            throttle.release()  # admitted, never sent
+        return False
+
+    def hedge_failed(self, result: object, error: Exception | None) -> None:
+        """A copy's failed answer that another copy's answer replaced: a failure for the
+        breaker and the throttle, as the copy was sent. (The answer the attempt ends with gets
+        its verdict as any attempt's; a copy cancelled unanswered gets none.)"""
+        if self.breaker is not None or self.throttle is not None:
+            self._report_verdict(True, self._copy_outcome(result, error))
 
     def hedge_started(self) -> Scopes:
         """Announce an extra copy of the attempt under way; its scopes wrap the copy."""

@@ -45,6 +45,7 @@ from .ratelimits import read_rate_limits
 from .responses import NO_LIMITS, BodyLimits, body_open, drain_async, drain_sync, watch_body
 from .rules import HTTP_PROFILE, IDEMPOTENCY_KEY_HEADER, HttpProfile, is_idempotent
 from .sdk import RETRY_COUNT_HEADER
+from .sse import terminal_for
 
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
@@ -369,6 +370,8 @@ class HttpCall(HttpExchange):
         """The response the call returns, its body bounded by the deadline and the transport's
         limits, and watched to its end if the engine follows it (`watch_body`)."""
         ending, self._ending = self._ending, None
+        # An LLM API's stream must end with its terminal event, for an SDK or a fallback.
+        checked = self._profile.name == "sdk" or self.failover is not None
         return watch_body(
             result,
             deadline_left=deadline_left,
@@ -376,6 +379,7 @@ class HttpCall(HttpExchange):
             flavour=self.flavour.module,
             request=self.request,
             ending=ending,
+            terminal=terminal_for(self.request, result) if checked else None,
         )
 
     async def abandon(self) -> None:
@@ -484,9 +488,23 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
     body read, as between retries, so that its connection is reused). While an origin is
     left, a successful answer is read ahead before it is returned (`FailoverRun.read_ahead`:
     all of a bounded one, the first chunk of a stream): a body that breaks by then goes on
-    to that origin, before the caller has read any of it.
+    to that origin, before the caller has read any of it. The run is told how the request
+    ended (`FailoverRun.ended`), for its telemetry.
     """
     call = run.first()
+    try:
+        response = await _along_origins_async(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+async def _along_origins_async(
+    run: FailoverRun, call: HttpCall, send: Callable[[Any], Awaitable[Any]]
+) -> Any:
+    """The loop of `drive_origins_async`, from ``call``, the primary's."""
     while True:
         try:
             response = await drive_async(call, send)
@@ -512,6 +530,17 @@ async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[
 def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
     """Sync twin of `drive_origins_async`."""
     call = run.first()
+    try:
+        response = _along_origins_sync(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+def _along_origins_sync(run: FailoverRun, call: HttpCall, send: Callable[[Any], Any]) -> Any:
+    """Sync twin of `_along_origins_async`."""
     while True:
         try:
             response = drive_sync(call, send)

@@ -14,7 +14,9 @@ idempotent never leaves its primary. The call's deadline bounds every origin tog
 `FailoverRun` holds every decision, down to how much of an answer is read before it is
 returned (`FailoverRun.read_ahead`: a body that breaks by then goes on to the next origin); the
 drivers that loop over it (`exchange.drive_origins_async`, `drive_origins_sync`) only send,
-read and close.
+read and close. It also tells the instruments of the request as a whole (`FailoverStarted`,
+`FailoverFinished`), so that its calls on each origin are one trace under one
+``retrymw.origin`` span.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from .._core.errors import CircuitOpenError, ConfigError, LoadShedError, RetryBudgetExhausted
-from .._core.events import Outcome
+from .._core.events import FailoverFinished, FailoverStarted, Outcome
+from .._core.instruments import NO_SCOPES, Scopes
 from .body import content_length
 from .hosts import format_target
 from .responses import WatchedBody
 from .rules import IDEMPOTENCY_KEY_HEADER, is_idempotent
 
 if TYPE_CHECKING:
+    from .._core.instruments import Dispatch
     from .exchange import HttpCall
 
 __all__ = ["ORIGIN_EXTENSION", "PREFETCH_LIMIT", "FailoverRun", "Origin", "origin_of", "origins"]
@@ -178,7 +182,20 @@ class FailoverRun:
         now: reads the transport's clock.
     """
 
-    __slots__ = ("_calls", "_module", "_next", "_now", "_origins", "_request", "_started", "_until")
+    __slots__ = (
+        "_announced",
+        "_calls",
+        "_dispatch",
+        "_module",
+        "_next",
+        "_now",
+        "_origins",
+        "_request",
+        "_scopes",
+        "_started",
+        "_tried",
+        "_until",
+    )
 
     def __init__(
         self,
@@ -199,10 +216,43 @@ class FailoverRun:
         movable = is_idempotent(request.method) or IDEMPOTENCY_KEY_HEADER in request.headers
         self._origins = origins if movable else ()
         self._next = 0
+        # The origins sent to so far, and what the instruments were told of the request.
+        self._tried: list[str] = []
+        self._dispatch: Dispatch | None = None
+        self._announced: FailoverStarted | None = None
+        self._scopes: Scopes = NO_SCOPES
 
     def first(self) -> HttpCall:
-        """The call to the primary origin."""
-        return self._call(self._request, None)
+        """The call to the primary origin; a request that may go on to another origin is
+        announced to the instruments first (`FailoverStarted`), and `ended` must follow."""
+        call = self._call(self._request, None)
+        if self._origins:
+            dispatch = call.retrier.dispatch_now()
+            if dispatch.failover_started:
+                self._dispatch = dispatch
+                started = FailoverStarted(call.policy.name, call.target, self._request.method)
+                self._announced = started
+                self._scopes = dispatch.enter(dispatch.failover_started, started)
+        return call
+
+    def ended(self, error: BaseException | None) -> None:
+        """The request ends, with the answer of the origin tried last or with ``error``: tell
+        the instruments which origins were tried and which answered (`FailoverFinished`)."""
+        dispatch, started = self._dispatch, self._announced
+        if dispatch is None or started is None:
+            return
+        self._dispatch = self._announced = None
+        finished = FailoverFinished(
+            started.policy,
+            started.target,
+            started.operation,
+            tuple(self._tried),
+            answered=self._tried[-1] if error is None else None,
+            exception=error if isinstance(error, Exception) else None,
+        )
+        dispatch.emit(dispatch.failover_finished, finished)
+        # The error was told in the event: the scopes end as they would on success.
+        self._scopes.exit(None)
 
     def after_response(self, call: HttpCall, response: Any) -> HttpCall | None:
         """The next origin's call if ``response``, the answer ``call`` ended with, sends the
@@ -274,4 +324,5 @@ class FailoverRun:
         """The call of ``aimed`` under what the deadline leaves, asking `goes_on` as it ends."""
         call = self._calls(aimed, left)
         call.failover = functools.partial(self.goes_on, call)
+        self._tried.append(origin_of(aimed))
         return call

@@ -10,7 +10,8 @@ flows through, until the whole connection stalls (encode/httpcore#943).
 The response a call returns goes through one body wrapper, `WatchedBody`, when anything needs
 it. It keeps the call's deadline: reading its body past the deadline raises the flavour's
 ``ReadTimeout``, so a body that trickles or stalls cannot hold a call with a one-second deadline
-for minutes. It keeps the transport's `BodyLimits` (no byte for too long: ``ReadTimeout``). And
+for minutes. It keeps the transport's `BodyLimits` (no byte for too long: ``ReadTimeout``). It
+checks, if asked, that an LLM API's event stream ends with its terminal event (`sse`). And
 it tells the engine how the body was read (`BodyRead`: completed, closed, cut or stalled, its
 size and first byte): the attempt that produced the response lasts until then.
 """
@@ -32,6 +33,7 @@ from .._core.events import BodyRead, BodyState
 from .._engine.runtime import BodyEnding
 from .._engine.time_limits import within
 from .body import content_length
+from .sse import StreamTail, Terminal
 
 __all__ = [
     "DRAIN_GRACE",
@@ -146,6 +148,10 @@ class WatchedBody:
     connection was sending for other requests: a body that stalls there is bounded by the
     client's own read timeout.
 
+    ``tail``, if given, keeps the stream's last bytes: a stream that ends without the terminal
+    event it owes raises `IncompleteStreamError` (the flavour's twin) at its end instead of
+    ending quietly (`sse`).
+
     ``ending``, if given, is told once how the body was read (`BodyRead`): to its end
     (``completed``), closed or dropped by the caller before it (``closed``), cut by an error
     (``cut``) or by a limit (``stalled``), with that error. The first byte's delay it reports
@@ -165,8 +171,10 @@ class WatchedBody:
         flavour: ModuleType,
         request: Any,
         ending: BodyEnding | None,
+        tail: StreamTail | None = None,
     ) -> None:
         self._stream = stream
+        self._tail = tail
         self._ends_at = ends_at
         self._limits = limits
         self._cut_reads = cut_reads
@@ -213,6 +221,13 @@ class WatchedBody:
             self._first = now - self._head_at
         self._last_at = now
         self._size += len(chunk)
+        if self._tail is not None:
+            self._tail.feed(chunk)
+
+    def _ended(self) -> None:
+        """The stream ended cleanly: raise if it owed a terminal event that did not come."""
+        if self._tail is not None:
+            self._tail.check(self._flavour, self._request)
 
     def _end(self, state: BodyState, error: Exception | None = None) -> None:
         """Tell ``ending``, once, how the body was read (never raises)."""
@@ -262,6 +277,8 @@ class WatchedBody:
         self._chunks = chunks = self._stream.__aiter__()
         try:
             self._held = await self._next_async(chunks)
+            if self._held is None:
+                self._ended()
         except BaseException as error:
             self._failed(error)
             raise
@@ -271,6 +288,8 @@ class WatchedBody:
         self._chunks = chunks = iter(self._stream)
         try:
             self._held = self._next_sync(chunks)
+            if self._held is None:
+                self._ended()
         except BaseException as error:
             self._failed(error)
             raise
@@ -283,6 +302,7 @@ class WatchedBody:
                 yield held
             while (chunk := await self._next_async(chunks)) is not None:
                 yield chunk
+            self._ended()
         except BaseException as error:
             if not isinstance(error, GeneratorExit):  # the caller stopped: `aclose` tells
                 self._failed(error)
@@ -297,6 +317,7 @@ class WatchedBody:
                 yield held
             while (chunk := self._next_sync(chunks)) is not None:
                 yield chunk
+            self._ended()
         except BaseException as error:
             if not isinstance(error, GeneratorExit):
                 self._failed(error)
@@ -329,17 +350,17 @@ def watch_body(
     flavour: ModuleType,
     request: Any,
     ending: BodyEnding | None,
+    terminal: Terminal | None = None,
 ) -> Any:
     """Put ``response``'s body (the response to ``request`` a call returns) in a `WatchedBody`
-    when something needs it: a deadline ``deadline_left`` s from now, ``limits``, or
-    ``ending``, told how the body was read.
+    when something needs it: a deadline ``deadline_left`` s from now, ``limits``, ``ending``,
+    told how the body was read, or ``terminal``, the event its stream must end with.
 
     Anything but a response of the flavour, or one whose body is already read or closed, is
     returned as it is (``ending`` is then never called: see `body_open`).
     """
-    if (deadline_left is None and limits == NO_LIMITS and ending is None) or not body_open(
-        response, flavour
-    ):
+    nothing = deadline_left is None and limits == NO_LIMITS and ending is None
+    if (nothing and terminal is None) or not body_open(response, flavour):
         return response
     response.stream = _body_for(flavour)(
         response.stream,
@@ -349,6 +370,7 @@ def watch_body(
         flavour=flavour,
         request=request,
         ending=ending,
+        tail=None if terminal is None else StreamTail(terminal),
     )
     return response
 

@@ -125,6 +125,12 @@ ATTR_ATTEMPT = "retrymw.attempt"
 #: Spans only: ``true`` on the span of an extra copy of an attempt sent by a `Hedge`
 #: (`SPAN_HEDGE`); its metrics have the attempt outcome ``hedge``.
 ATTR_HEDGE = "retrymw.hedge"
+#: Spans only: the origins a request was sent to, in order, ``scheme://host[:port]`` (no
+#: credentials, path or query), on its `SPAN_ORIGIN` span.
+ATTR_ORIGINS = "retrymw.origins"
+#: Spans only: the origin whose answer a request returned (`SPAN_ORIGIN`), absent when it ended
+#: in an error; also the ``response.extensions`` key that names it.
+ATTR_ORIGIN = "retrymw.origin"
 #: Spans only: the planned sleep in seconds (backoff span).
 ATTR_BACKOFF_DELAY = "retrymw.backoff.delay"
 #: Spans only: the server's ``Retry-After`` hint in seconds, when there was one (backoff span).
@@ -187,6 +193,10 @@ SPAN_HTTP_OTHER = "HTTP"
 #: An extra copy of an attempt sent by a `Hedge`: INTERNAL, a child of the call span, with
 #: ``retrymw.attempt`` (the attempt it copies) and ``retrymw.hedge``.
 SPAN_HEDGE = "retrymw.hedge"
+#: A request on a transport with ``failover=`` that may go to another origin: INTERNAL, the
+#: parent of each origin's call span (one trace however many origins), with `ATTR_ORIGINS`,
+#: `ATTR_ORIGIN` and `ATTR_TARGET` (the primary's host).
+SPAN_ORIGIN = "retrymw.origin"
 #: Each backoff wait: an event on the call span, at the start of the wait (a span per sleep cost
 #: as much as the attempt it separated; the next attempt's span starts where the wait ends).
 EVENT_BACKOFF = "retrymw.backoff"

@@ -18,6 +18,8 @@ from .._core.events import (
     BreakerStateChanged,
     CallFinished,
     CallStarted,
+    FailoverFinished,
+    FailoverStarted,
     RetryDenied,
     RetryScheduled,
 )
@@ -109,6 +111,14 @@ class RecordingInstrument(Instrument):
         self.events.append(event)
 
     def breaker_state_changed(self, event: BreakerStateChanged, /) -> None:
+        """Record the event."""
+        self.events.append(event)
+
+    def failover_started(self, event: FailoverStarted, /) -> None:
+        """Record the event."""
+        self.events.append(event)
+
+    def failover_finished(self, event: FailoverFinished, /) -> None:
         """Record the event."""
         self.events.append(event)
 

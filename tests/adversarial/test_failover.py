@@ -29,6 +29,8 @@ import httpx
 import httpx2
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import retrymw
 from retrymw import CallFinished, CircuitBreaker, ConfigError, Origin, RetryPolicy
@@ -38,7 +40,13 @@ from retrymw.instrumentation import _names as names
 from retrymw.stores import SQLiteStore
 from retrymw.testing import RecordingInstrument
 from tests.http_server import FlakyServer, Step
-from tests.sdk.fake_api import OPENAI_KEY, openai_completion, openai_error, openai_stream
+from tests.sdk.fake_api import (
+    OPENAI_KEY,
+    anthropic_stream,
+    openai_completion,
+    openai_error,
+    openai_stream,
+)
 
 MESSAGES: list[Any] = [{"role": "user", "content": "ping"}]
 KEY = {"Idempotency-Key": "key-1"}
@@ -343,6 +351,15 @@ def test_telemetry_says_failover_and_names_each_origin(
         (there, "exhausted"),
     ]
     assert "failover" in names.OUTCOMES
+    # The request as a whole: the origins it was sent to, and the one that answered.
+    requests = [
+        (e.tried, e.answered, e.exception)
+        for e in recorder.events
+        if isinstance(e, retrymw.FailoverFinished)
+    ]
+    both = (primary.url, secondary.url)
+    assert requests == [(both, secondary.url, None), (both, secondary.url, None)]
+    assert len(recorder.of_type(retrymw.FailoverStarted)) == 2
 
 
 @pytest.mark.parametrize(
@@ -534,6 +551,8 @@ def test_llm_catalogue_through_plain_httpx(
 
 
 _SSE = {"content-type": "text/event-stream"}
+#: An OpenAI stream's events without its terminal ``data: [DONE]``.
+_UNFINISHED = openai_stream("pri", "mary").body.removesuffix(b"data: [DONE]\n\n")
 
 #: A streamed answer (``stream=True``): the primary's step, and what the caller ends with: the
 #: text of the origin that answered, or the error its reading raises (the fallback unasked).
@@ -559,6 +578,22 @@ STREAMS = [
         Step(200, dict(_SSE), b"data: {not json\n\n", chunked=True),
         json.JSONDecodeError,
         id="malformed-chunk",
+    ),
+    pytest.param(
+        # Its events, then a clean end without ``data: [DONE]``, once the caller reads it: the
+        # SDK's connection error, from retrymw's IncompleteStreamError (checked below).
+        dataclasses.replace(openai_stream("pri", "mary"), body=_UNFINISHED),
+        openai.APIConnectionError,
+        id="ended-without-done",
+    ),
+    pytest.param(
+        # The same with a Content-Length: read ahead whole, before the caller reads it.
+        dataclasses.replace(openai_stream("pri", "mary"), body=_UNFINISHED, chunked=False),
+        "fallback",
+        id="ended-without-done-unread",
+    ),
+    pytest.param(
+        Step(200, dict(_SSE), b"", chunked=True), "fallback", id="ended-before-first-event"
     ),
 ]
 
@@ -596,9 +631,13 @@ def test_llm_streams_through_the_openai_sdk(
             text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
             assert text == expected
         else:
-            with pytest.raises(expected):
+            with pytest.raises(expected) as caught:
                 for _ in stream:
                     pass
+            if step.body == _UNFINISHED:
+                cause = caught.value.__cause__
+                assert isinstance(cause, retrymw.IncompleteStreamError)
+                assert cause.missing == "data: [DONE]"
             # Its first bytes had reached the caller: not restarted elsewhere.
             assert other.served(answer) == 0
     assert time.monotonic() - started < _CATALOGUE_DEADLINE
@@ -632,3 +671,240 @@ async def test_an_async_stream_that_stalls_before_its_first_byte_restarts_elsewh
     ):
         body = b"".join([chunk async for chunk in response.aiter_bytes()])
     assert body.decode() == expected
+
+
+# -- one trace per failed-over request ----------------------------------------------------------
+
+
+def test_a_failed_over_request_draws_one_trace_under_a_retrymw_origin_span(
+    primary: _OriginServer, secondary: _OriginServer
+) -> None:
+    """With the real OpenTelemetry SDK: a request that fails over from the primary to the
+    secondary is one trace, whose root is one INTERNAL ``retrymw.origin`` span naming the
+    origins tried, in order, and the one that answered; each origin's call span is its child
+    (with that call's attempts under it). No query value reaches any span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = RetryTransport(
+        policy=_policy(),
+        failover=[secondary.url],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+        budget=None,
+    )
+    try:
+        with httpx.Client(transport=transport, timeout=10.0) as client:
+            response = client.get(f"{primary.url}/x?token=tok-SECRET")
+            assert response.text == "secondary"
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert len({span.context.trace_id for span in spans}) == 1, [s.name for s in spans]
+    (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
+    assert request.kind is SpanKind.INTERNAL
+    assert request.parent is None
+    attributes = dict(request.attributes or {})
+    assert attributes[names.ATTR_ORIGINS] == (primary.url, secondary.url)
+    assert attributes[names.ATTR_ORIGIN] == secondary.url
+    calls = [span for span in spans if span.name == "retrymw GET"]
+    assert [dict(call.attributes or {})[names.ATTR_TARGET] for call in calls] == [
+        primary.url.removeprefix("http://"),
+        secondary.url.removeprefix("http://"),
+    ]
+    assert all(call.parent is not None for call in calls)
+    assert {call.parent.span_id for call in calls if call.parent} == {request.context.span_id}
+    clients = [span for span in spans if span.kind is SpanKind.CLIENT]
+    assert len(clients) == 3  # two attempts on the primary, one on the secondary
+    call_ids = {call.context.span_id for call in calls}
+    assert all(span.parent is not None and span.parent.span_id in call_ids for span in clients)
+    for span in spans:
+        for value in (span.attributes or {}).values():
+            assert "tok-SECRET" not in str(value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_an_async_failed_over_request_draws_one_trace_too(
+    primary: _OriginServer, secondary: _OriginServer
+) -> None:
+    """The async transport: the same one trace, its root the ``retrymw.origin`` span, and the
+    caller's context as it was once the request returned."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = AsyncRetryTransport(
+        policy=_policy(),
+        failover=[secondary.url],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+        budget=None,
+    )
+    before = trace.get_current_span()
+    try:
+        async with httpx.AsyncClient(transport=transport, timeout=10.0) as client:
+            response = await client.get(f"{primary.url}/x")
+            assert response.text == "secondary"
+            assert trace.get_current_span() is before
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert len({span.context.trace_id for span in spans}) == 1
+    (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
+    assert request.parent is None
+    assert dict(request.attributes or {})[names.ATTR_ORIGINS] == (primary.url, secondary.url)
+    calls = [span for span in spans if span.name == "retrymw GET"]
+    assert len(calls) == 2
+    assert all(call.parent and call.parent.span_id == request.context.span_id for call in calls)
+
+
+def test_a_request_that_cannot_fail_over_draws_no_origin_span(primary: _OriginServer) -> None:
+    """A POST without ``Idempotency-Key`` never leaves its primary: no ``retrymw.origin`` span,
+    its call span is the root as on a transport without failover."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retrymw.instrumentation import OpenTelemetryInstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    transport = RetryTransport(
+        policy=_policy(),
+        failover=[_dead_url()],
+        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+    )
+    try:
+        with httpx.Client(transport=transport, timeout=10.0) as client:
+            assert client.post(f"{primary.url}/x", content=b"{}").status_code == 503
+    finally:
+        provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    assert names.SPAN_ORIGIN not in [span.name for span in spans]
+    (call,) = [span for span in spans if span.name == "retrymw POST"]
+    assert call.parent is None
+
+
+# -- an event stream that ends without its terminal event ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "missing"),
+    [
+        pytest.param(anthropic_stream("pri", "mary"), None, id="complete"),
+        pytest.param(
+            dataclasses.replace(
+                anthropic_stream("pri", "mary"),
+                body=anthropic_stream("pri", "mary").body.rsplit(b"event: message_stop", 1)[0],
+            ),
+            "event: message_stop",
+            id="without-message-stop",
+        ),
+    ],
+)
+def test_an_anthropic_stream_without_message_stop_is_an_error(
+    step: Step, missing: str | None, providers: tuple[FlakyServer, FlakyServer]
+) -> None:
+    """``profile="sdk"``, plain httpx, an Anthropic ``/v1/messages`` stream: one that ends
+    without ``event: message_stop`` raises `IncompleteStreamError` (also an httpx transport
+    error) naming it once the caller reads to the end; a complete one reads as it is."""
+    main, _ = providers
+    url = main.script(step)
+    transport = RetryTransport(policy=_policy(attempts=1), profile="sdk")
+    with (
+        httpx.Client(transport=transport, timeout=10.0) as client,
+        client.stream("POST", f"{url}/v1/messages", content=b"{}") as response,
+    ):
+        if missing is None:
+            assert response.read().endswith(b"\n\n")
+            return
+        with pytest.raises(retrymw.IncompleteStreamError) as caught:
+            response.read()
+    assert caught.value.missing == missing
+    assert missing in str(caught.value)
+    assert isinstance(caught.value, httpx.TransportError)
+
+
+def test_a_stream_without_terminal_event_is_left_alone_on_a_plain_transport(
+    providers: tuple[FlakyServer, FlakyServer],
+) -> None:
+    """Without ``profile="sdk"`` and without ``failover=``, an event stream is the caller's
+    to judge: no terminal event is required."""
+    main, _ = providers
+    url = main.script(dataclasses.replace(openai_stream("a"), body=_UNFINISHED))
+    transport = RetryTransport(policy=_policy(attempts=1))
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        response = client.post(f"{url}/chat/completions", content=b"{}")
+    assert response.content == _UNFINISHED
+
+
+_CHUNKINGS = st.lists(st.integers(min_value=1, max_value=70_000), min_size=1, max_size=40)
+
+
+def _fed(body: bytes, sizes: list[int], terminal: Any) -> Any:
+    """A `StreamTail` fed ``body`` in chunks of ``sizes`` (cycled)."""
+    from retrymw._http.sse import StreamTail
+
+    tail = StreamTail(terminal)
+    at, index = 0, 0
+    while at < len(body):
+        size = sizes[index % len(sizes)]
+        tail.feed(body[at : at + size])
+        at, index = at + size, index + 1
+    return tail
+
+
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prefix=st.binary(max_size=2_000).map(lambda piece: piece * 200),  # up to 400 000 bytes
+    sizes=_CHUNKINGS,
+    ending=st.sampled_from([b"", b"\n", b"\r\n\r\n", b"\n\n\n"]),
+)
+def test_the_stream_tail_sees_the_terminal_event_whatever_came_before(
+    prefix: bytes, sizes: list[int], ending: bytes
+) -> None:
+    """Whatever bytes came before and however they were chunked, a stream whose last event is
+    ``data: [DONE]`` (``event: message_stop``) is complete, and one whose last event is
+    anything else is not; nothing else is ever raised."""
+    from retrymw._http.sse import ANTHROPIC_STOP, OPENAI_DONE
+
+    done = prefix + b"\n\ndata: [DONE]" + ending
+    assert _fed(done, sizes, OPENAI_DONE).complete()
+    stop = prefix + b"\n\nevent: message_stop\ndata: {}" + ending
+    assert _fed(stop, sizes, ANTHROPIC_STOP).complete()
+    cut = prefix + b'\n\ndata: {"choices": []}' + ending
+    assert not _fed(cut, sizes, OPENAI_DONE).complete()
+    assert not _fed(cut, sizes, ANTHROPIC_STOP).complete()
+    _fed(prefix, sizes, OPENAI_DONE).complete()  # arbitrary bytes: an answer, never an error
+
+
+def test_the_stream_tail_is_linear_in_the_stream() -> None:
+    """Ten times the chunks cost about ten times the work, never a hundred (ratio of process
+    times in one test, with a generous factor), whatever the chunks' size."""
+    from retrymw._http.sse import OPENAI_DONE, StreamTail
+
+    def work(chunks: int, chunk: bytes) -> float:
+        tail = StreamTail(OPENAI_DONE)
+        started = time.process_time()
+        for _ in range(chunks):
+            tail.feed(chunk)
+        tail.complete()
+        return time.process_time() - started
+
+    for chunk in (b"x" * 7, b"data: {}\n\n" * 10_000):
+        small = max(work(2_000, chunk), 1e-4)
+        large = work(20_000, chunk)
+        assert large <= 30 * small, (len(chunk), small, large)

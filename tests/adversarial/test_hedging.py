@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from retrymw import Hedge, RetryBudget, RetryPolicy
+from retrymw import AdaptiveThrottle, CircuitBreaker, Hedge, Retrier, RetryBudget, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport
 from tests.http_server import FlakyServer, Step
 
@@ -235,3 +235,100 @@ async def test_a_hedge_that_lost_is_cancelled_not_an_error(server: FlakyServer) 
     assert hedge.attributes is not None
     assert hedge.attributes["error.type"] == "cancelled"
     assert hedge.status.status_code is not StatusCode.ERROR
+
+
+async def test_hedging_and_failover_on_one_transport(server: FlakyServer) -> None:
+    """``hedge=`` and ``failover=`` together: while the primary is slow, its GETs are hedged
+    on the primary and answered there; once it answers 503, its retries end and the GETs go
+    to the fallback, until its circuit opens and they go there without touching the primary.
+    No connection or task is left behind on either origin."""
+    fallback = FlakyServer()
+    try:
+        # The primary: four slow-then-fast pairs (each GET's first copy slow, its hedge fast),
+        # then 503 for good. The fallback's script sits at the same path.
+        url = server.script(*([Step(delay=0.5), FAST] * 4), Step(status=503))
+        answer = fallback.script(Step(body=b"fallback"), cycle=True)
+        assert url.removeprefix(server.base_url) == answer.removeprefix(fallback.base_url)
+        hedge = Hedge("20ms")
+        transport = AsyncRetryTransport(
+            policy=RetryPolicy(attempts=2, initial_delay=0.01, deadline=10.0),
+            hedge=hedge,
+            breaker=CircuitBreaker(failure_threshold=4, recovery_timeout="1h"),
+            failover=[fallback.base_url],
+            instruments=(),
+        )
+        tasks = len(asyncio.all_tasks())
+        async with httpx.AsyncClient(transport=transport, timeout=10.0) as client:
+            origins = []
+            for _ in range(4):
+                response = await client.get(url)
+                assert response.status_code == 200
+                origins.append(response.extensions["retrymw.origin"])
+            assert origins == [server.base_url] * 4
+            assert server.served(url) == 8  # each GET and its hedge
+            (stats,) = hedge.statistics().targets.values()
+            assert stats.wins == 4
+            for _ in range(6):
+                response = await client.get(url)
+                assert response.text == "fallback"
+                assert response.extensions["retrymw.origin"] == fallback.base_url
+            # Two 503s a GET until four failures open the primary's circuit; then none.
+            assert server.served(url) == 8 + 4
+            assert fallback.served(answer) == 6
+            await no_connection_or_task_left(transport, tasks)
+    finally:
+        fallback.stop()
+
+
+async def _hedged_once(hedge_fails: bool) -> tuple[AdaptiveThrottle, CircuitBreaker]:
+    """One coroutine call whose attempt is hedged: its first copy waits until the extra copy
+    has run; the extra copy answers at once (or fails at once, releasing the first)."""
+    throttle = AdaptiveThrottle()
+    breaker = CircuitBreaker()
+    retrier = Retrier(
+        RetryPolicy(attempts=1),
+        hedge=Hedge("10ms"),
+        throttle=throttle,
+        breaker=breaker,
+        budget=None,
+        instruments=(),
+    )
+    copies = 0
+    extra_ran = anyio.Event()
+
+    async def fetch() -> str:
+        nonlocal copies
+        copies += 1
+        if copies == 1:
+            await extra_ran.wait()
+            return "first"
+        extra_ran.set()
+        if hedge_fails:
+            raise ConnectionError("extra copy failed")
+        return "extra"
+
+    assert await retrier.call(fetch) == ("first" if hedge_fails else "extra")
+    assert copies == 2
+    return throttle, breaker
+
+
+async def test_the_throttle_admits_each_copy_and_a_cancelled_loser_has_no_verdict() -> None:
+    """Each copy sent is admitted by the throttle (two admissions for a hedged attempt); the
+    first copy, cancelled when the extra one won, is neither a success nor a failure."""
+    throttle, breaker = await _hedged_once(hedge_fails=False)
+    stats = throttle.statistics()
+    assert stats.admitted == 2
+    assert (stats.requests, stats.accepts) == (1, 1)
+    counts = breaker.statistics()
+    assert (counts.successes, counts.failures) == (1, 0)
+
+
+async def test_a_copy_that_failed_while_another_won_is_a_failure_for_both() -> None:
+    """An extra copy that failed before the first copy won is a failed attempt for the
+    throttle and the breaker (it was sent and it failed), the winner a success."""
+    throttle, breaker = await _hedged_once(hedge_fails=True)
+    stats = throttle.statistics()
+    assert stats.admitted == 2
+    assert (stats.requests, stats.accepts) == (2, 1)
+    counts = breaker.statistics()
+    assert (counts.successes, counts.failures) == (1, 1)

@@ -30,6 +30,8 @@ from ..._core.events import (
     BreakerStateChanged,
     CallFinished,
     CallStarted,
+    FailoverFinished,
+    FailoverStarted,
     RetryDenied,
     RetryScheduled,
 )
@@ -194,6 +196,8 @@ class OpenTelemetryInstrument(Instrument):
         # instrument may have made its own span current inside ours); it holds the scope of
         # its current attempt.
         self._call: ContextVar[Scope | None] = ContextVar("retrymw_otel_call", default=None)
+        # This instrument's current request along failover origins (its ``retrymw.origin`` span).
+        self._request: ContextVar[Scope | None] = ContextVar("retrymw_otel_request", default=None)
 
     # -- is anybody listening? ---------------------------------------------------------------
 
@@ -229,14 +233,7 @@ class OpenTelemetryInstrument(Instrument):
         """
         if not (self._traces.active or self._traces()):
             return None
-        outer = CALL_SCOPE.get()
-        parent = (
-            outer.first_attempt_parent()
-            if outer is not None
-            and outer.first_attempt_at is not None
-            and trace.get_current_span() is outer.span
-            else None
-        )
+        parent = _nested_parent()
         if event.request is not None and http_request(event.request) is not None:
             if event.max_attempts == 1:
                 return HttpCallScope(functools.partial(self._call_span, event), self._call, parent)
@@ -248,6 +245,34 @@ class OpenTelemetryInstrument(Instrument):
         # (`attempt_started` notes when it starts).
         scope.make_first_attempt = functools.partial(self._first_attempt_span, event.operation)
         return scope
+
+    def failover_started(self, event: FailoverStarted, /) -> Scope | None:
+        """Start the INTERNAL ``retrymw.origin`` span of a request that may fail over, current
+        while it runs: each origin's call span is its child, one trace for the request."""
+        if not (self._traces.active or self._traces()):
+            return None
+        parent = _nested_parent()
+        span = self._tracer.start_span(
+            names.SPAN_ORIGIN,
+            context=parent,
+            kind=INTERNAL,
+            attributes={names.ATTR_POLICY: event.policy, names.ATTR_TARGET: event.target},
+        )
+        return Scope(span, trace.set_span_in_context(span, parent), self._request)
+
+    def failover_finished(self, event: FailoverFinished, /) -> None:
+        """Name the origins tried, and the one that answered or the error, on the request's
+        ``retrymw.origin`` span (the exception itself is on the call span that raised it)."""
+        scope = self._request.get()
+        if scope is None or not scope.span.is_recording():
+            return
+        attributes: dict[str, Any] = {names.ATTR_ORIGINS: event.tried}
+        if event.answered is not None:
+            attributes[names.ATTR_ORIGIN] = event.answered
+        if event.exception is not None:
+            attributes[names.ATTR_ERROR_TYPE] = qualified_name(event.exception)
+            scope.span.set_status(ERROR_STATUS)
+        scope.span.set_attributes(attributes)
 
     def _call_scope(self, span: Span, parent: Context | None) -> Scope:
         """The scope that makes the call ``span`` current, and findable by nested calls."""
@@ -552,6 +577,20 @@ class OpenTelemetryInstrument(Instrument):
             f"<OpenTelemetryInstrument tracer_provider={self._tracer_provider!r} "
             f"meter_provider={self._meter_provider!r}>"
         )
+
+
+def _nested_parent() -> Context | None:
+    """The parent of a call (or request) that starts during a coroutine call's first attempt,
+    which has no span of its own yet (`Scope.first_attempt_parent`); ``None``: the current
+    context."""
+    outer = CALL_SCOPE.get()
+    if (
+        outer is not None
+        and outer.first_attempt_at is not None
+        and trace.get_current_span() is outer.span
+    ):
+        return outer.first_attempt_parent()
+    return None
 
 
 def _suppressed(context: Context) -> Context:
