@@ -358,10 +358,11 @@ async def test_prometheus_shows_the_wait_the_learned_limit_the_rate_and_paced_ca
         for _ in range(3):
             await client.get("http://a.example/")
         assert registry.get_sample_value("retrymw_pacer_limit", labels) == 2.0
-        assert registry.get_sample_value("retrymw_pacer_rate", labels) == pytest.approx(1.9)
+        paced = 2.0 * HEADROOM
+        assert registry.get_sample_value("retrymw_pacer_rate", labels) == pytest.approx(paced)
         assert registry.get_sample_value("retrymw_pacer_wait_seconds_count", labels) == 3.0
         waited = registry.get_sample_value("retrymw_pacer_wait_seconds_sum", labels)
-        assert waited == pytest.approx(1 / 1.9)  # the first two went before the limit was known
+        assert waited == pytest.approx(1 / paced)  # the first two went before the limit was known
         # Other calls booked the next 1.5 s: the next slot lies past the 1 s deadline.
         scoped = transport.retrier.pacer
         assert isinstance(scoped, PerTarget)
