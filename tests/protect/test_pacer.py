@@ -358,11 +358,13 @@ async def test_prometheus_shows_the_wait_the_learned_limit_the_rate_and_paced_ca
         for _ in range(3):
             await client.get("http://a.example/")
         assert registry.get_sample_value("retrymw_pacer_limit", labels) == 2.0
-        paced = 2.0 * HEADROOM
-        assert registry.get_sample_value("retrymw_pacer_rate", labels) == pytest.approx(paced)
+        paced_rate = 2.0 * HEADROOM
+        assert registry.get_sample_value("retrymw_pacer_rate", labels) == pytest.approx(paced_rate)
         assert registry.get_sample_value("retrymw_pacer_wait_seconds_count", labels) == 3.0
         waited = registry.get_sample_value("retrymw_pacer_wait_seconds_sum", labels)
-        assert waited == pytest.approx(1 / paced)  # the first two went before the limit was known
+        assert waited == pytest.approx(
+            1 / paced_rate
+        )  # the first two went before the limit was known
         # Other calls booked the next 1.5 s: the next slot lies past the 1 s deadline.
         scoped = transport.retrier.pacer
         assert isinstance(scoped, PerTarget)
