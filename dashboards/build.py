@@ -644,6 +644,62 @@ def saturation(layout: Layout) -> list[Builder[Any]]:
     ]
 
 
+def pacing(layout: Layout) -> list[Builder[Any]]:
+    """Is a pacer holding sends back, at what rate, and what does it refuse?"""
+    by = "retrymw_policy, retrymw_target"
+    label = "{{retrymw_policy}} / {{retrymw_target}}"
+    wait = names.PACER_WAIT.prometheus
+    paced = rate(CALLS, 'retrymw_outcome="paced"', by=by)
+    # Every paced target, at 0 while nothing is refused: the series exists from the first send.
+    paced_targets = f"0 * {rate(wait + '_count', by=by)}"
+    at_once = rate(wait + "_bucket", 'le="0.001"', by=by)
+    waited = f"{rate(wait + '_count', by=by)}\n- {at_once}"
+    return [
+        layout.row("Pacing: sending at the rate the server allows"),
+        series(
+            layout,
+            "Pacer wait for a slot (p50/p99)",
+            "How long attempts waited for their pacer's slot before they were sent. Rising: the "
+            "callers offer more than the limit the pacer keeps to, and queue for it (a call whose "
+            "slot lies past its deadline fails at once as paced).",
+            "s",
+            [
+                query(quantile(0.5, wait), "p50", "A"),
+                query(quantile(0.99, wait), "p99", "B"),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Pacer: learned limit vs current rate, per target",
+            "The requests limit each pacer learned from the server's rate-limit headers (0: none "
+            "learned) next to the rate it sends at now (95% of the limit, lower after a 429 and "
+            "climbing back; 0: not pacing).",
+            "reqps",
+            [
+                query(
+                    f"max by ({by}) ({sel(names.PACER_LIMIT.prometheus)})", f"{label} limit", "A"
+                ),
+                query(f"max by ({by}) ({sel(names.PACER_RATE.prometheus)})", f"{label} rate", "B"),
+            ],
+            width=8,
+        ),
+        series(
+            layout,
+            "Paced: calls refused for their slot, attempts that waited",
+            "Calls/s refused before any attempt because their pacer's next slot lay past their "
+            "deadline (outcome paced; 0 for every paced target while none is), and attempts/s "
+            "that waited for their slot (over 1 ms) rather than going at once.",
+            "reqps",
+            [
+                query(f"{paced}\nor\n{paced_targets}", f"{label} refused (paced)", "A"),
+                query(waited, f"{label} waited", "B"),
+            ],
+            width=8,
+        ),
+    ]
+
+
 def fleet(layout: Layout) -> list[Builder[Any]]:
     """Is the fleet sharing its protection, and is every process in it?"""
     by_fleet = "retrymw_fleet"
@@ -976,7 +1032,8 @@ def dashboard() -> dict[str, Any]:
     )
     overview = overview.with_row(layout.row("At a glance (last 5 minutes)"))
     sections = [stats(layout), failing(layout), amplifying(layout), slowness(layout)]
-    sections += [saturation(layout), circuits(layout), fleet(layout), drill_down(layout)]
+    sections += [saturation(layout), pacing(layout), circuits(layout), fleet(layout)]
+    sections.append(drill_down(layout))
     for section in sections:
         for item in section:
             if isinstance(item, builder.Row):

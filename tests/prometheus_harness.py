@@ -38,9 +38,10 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 
-from retrymw import CircuitBreaker, PerTarget, Retrier, RetryBudget, RetryPolicy
+from retrymw import CircuitBreaker, Pacer, PerTarget, Retrier, RetryBudget, RetryPolicy
 from retrymw._core.events import Attached, BreakerStateChanged
 from retrymw._core.instruments import Instrument
+from retrymw._protect.pacer import RateLimits
 from retrymw._protect.throttle import AdaptiveThrottle
 from retrymw.fleet import RedisFleet
 from retrymw.instrumentation import PrometheusInstrument
@@ -170,7 +171,8 @@ def metric_names(expr: str) -> set[str]:
 
 def contract_name(series: str) -> str:
     """The contract metric a series belongs to (``x_bucket``/``_sum``/``_count`` → ``x``)."""
-    histograms = {spec.prometheus for spec in names.METRICS if spec.kind == "histogram"}
+    specs = (*names.METRICS, *names.PACER_METRICS)
+    histograms = {spec.prometheus for spec in specs if spec.kind == "histogram"}
     for suffix in ("_bucket", "_sum", "_count"):
         base = series.removesuffix(suffix)
         if base != series and base in histograms:
@@ -437,6 +439,11 @@ class Overloaded(Exception):
 
 
 RETRYABLE = (ConnectionError, TimeoutError, ServiceUnavailable, Overloaded)
+#: The payments upstream's requests limit per second, as its rate-limit headers say: far above
+#: what its calls offer (about 40 ms each, one after another), so its pacer never holds one back
+#: and the storyline's draws stay what the other panels were tuned on; the incidents' baseline
+#: (`INCIDENTS`, drawn in the preview) is the one paced at its limit.
+PAYMENTS_LIMIT = 1000.0
 
 
 class InboundTraffic:
@@ -546,6 +553,9 @@ class Workload:
             throttle=AdaptiveThrottle(
                 name="payments", clock=self.clocks["payments"], rng=Random(seed + 2)
             ),
+            # One pacer per host, learning the limit (`step` tells it the upstream's headers),
+            # so the Pacing row has a wait, a limit and a rate for payments.internal.
+            pacer=PerTarget(Pacer(name="payments", clock=self.clocks["payments"])),
             instruments=instruments,
             clock=self.clocks["payments"],
             rng=Random(seed + 1),
@@ -664,6 +674,7 @@ class Workload:
                     self._call(self.payments, payments, "payments.internal")
             else:  # pragma: no cover
                 self._call(self.payments, payments, "payments.internal")
+        self._teach_payments_limit()
         for _ in range(10):
             self._call(self.inventory, inventory, "inventory.internal")
         for _ in range(4):
@@ -678,6 +689,15 @@ class Workload:
             self.fleet_budget.record_success()
             self.fleet_budget.try_acquire()
             self.fleet.sync()
+
+    def _teach_payments_limit(self) -> None:
+        """Tell the payments pacer the upstream's rate-limit headers, as the HTTP transports
+        read ``x-ratelimit-limit-requests`` on every answer: `PAYMENTS_LIMIT` requests/s."""
+        pacers = self.payments.pacer
+        assert isinstance(pacers, PerTarget)
+        pacer = pacers.get("payments.internal")
+        if pacer is not None:
+            pacer.learn(self.clocks["payments"].now(), limits=RateLimits(requests=PAYMENTS_LIMIT))
 
     def run(self, seconds: float, *, period: float = 0.2) -> tuple[float, float]:
         """Play the whole storyline over ``seconds`` of real time; return its (start, end)."""
@@ -725,6 +745,9 @@ class Incident:
             throttle when more than one, as a transport has).
         overload: failed attempts are 429 overload refusals rather than 503s.
         troubled: the hosts the incident touches (the others stay healthy).
+        limit: the requests limit per second the dependency's rate-limit headers announce:
+            the policy has a pacer that learns it (`IncidentWorkload.step` tells it, as the
+            HTTP transports read ``x-ratelimit-limit-requests``); ``None``: no pacer.
     """
 
     name: str
@@ -734,6 +757,7 @@ class Incident:
     hosts: int = 1
     overload: bool = False
     troubled: tuple[int, ...] = (0,)
+    limit: float | None = None
 
     def target_of(self, host: int) -> str:
         """The target label of host ``host``."""
@@ -783,7 +807,12 @@ _DEAD_HOST = ((120.0, 720.0),)
 _OVERLOAD = ((120.0, 600.0),)
 #: The six incident shapes of issue 31, each its own policy, played at once.
 INCIDENTS = (
-    Incident("baseline", "a healthy baseline: 1% of the attempts fail", _during((), 0, HEALTHY)),
+    Incident(
+        "baseline",
+        "a healthy baseline: 1% of the attempts fail, paced at the dependency's 10/s limit",
+        _during((), 0, HEALTHY),
+        limit=10.0,
+    ),
     Incident(
         "brief",
         "brief outages: down 5 s at 3, 8 and 13 minutes",
@@ -905,6 +934,7 @@ class IncidentWorkload:
             budget = RetryBudget(ratio=0.5, min_capacity=100, clock=clock)
             throttle = AdaptiveThrottle(name=incident.name, clock=clock, rng=Random(seed + index))
             per_host = incident.hosts > 1
+            pacer = None if incident.limit is None else Pacer(name=incident.name, clock=clock)
             self.retriers[incident.name] = retrier = Retrier(
                 RetryPolicy(
                     name=incident.name,
@@ -917,6 +947,8 @@ class IncidentWorkload:
                 breaker=PerTarget(breaker) if per_host else breaker,
                 budget=PerTarget(budget) if per_host else budget,
                 throttle=PerTarget(throttle) if per_host else throttle,
+                # Per target, as a transport's pacers are: their gauges carry the host.
+                pacer=None if pacer is None else PerTarget(pacer),
                 instruments=(*instruments,),
                 clock=clock,
                 rng=Random(seed + 10 + index),
@@ -963,6 +995,8 @@ class IncidentWorkload:
         for incident in INCIDENTS:
             for index in range(self.rate * max(1, incident.hosts // 2)):
                 self._call(incident, index % incident.hosts)
+            if incident.limit is not None:
+                self._teach_limit(incident)
             if self.inbound is not None:
                 self.inbound.serve(incident.name, incident.failure(self.time, 0), 1)
         for clock in self.clocks.values():
@@ -972,6 +1006,17 @@ class IncidentWorkload:
             self.fleet_budget.record_success()
             self.fleet_budget.try_acquire()
             self.fleet.sync()
+
+    def _teach_limit(self, incident: Incident) -> None:
+        """Tell the incident's pacers its dependency's limit, as its answers' headers would."""
+        assert incident.limit is not None
+        pacers = self.retriers[incident.name].pacer
+        now = self.clocks[incident.name].now()
+        assert isinstance(pacers, PerTarget)
+        for target in incident.targets:
+            pacer = pacers.get(target)
+            if pacer is not None:
+                pacer.learn(now, limits=RateLimits(requests=incident.limit))
 
 
 # -- everything together --------------------------------------------------------------------------

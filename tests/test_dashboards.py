@@ -43,11 +43,17 @@ RANGE_ALLOWED = {
 }
 #: The window of the stat row and the per-target table: the alerts' and recording rules' 5m.
 STAT_WINDOW = "5m"
-#: Every metric the dashboard may use: DESIGN's ten, the live saturation gauges, the fleet's,
-#: the server companion's inbound requests.
+#: Every metric the dashboard may use: DESIGN's ten, the live saturation gauges, the pacer's,
+#: the fleet's, the server companion's inbound requests.
 SPECS = {
     spec.prometheus: spec
-    for spec in (*names.METRICS, *names.LIVE_GAUGES, *names.FLEET_METRICS, *names.SERVER_METRICS)
+    for spec in (
+        *names.METRICS,
+        *names.LIVE_GAUGES,
+        *names.PACER_METRICS,
+        *names.FLEET_METRICS,
+        *names.SERVER_METRICS,
+    )
 }
 CONTRACT_LABELS = {
     value

@@ -528,3 +528,51 @@ if __name__ == "__main__":  # rewrite the frontier tables from the simulator
     TABLE = render_frontier(frontier(), markdown=True)
     for PAGE in FRONTIER_PAGES:
         PAGE.write_text(with_frontier(PAGE.read_text(encoding="utf-8"), TABLE), encoding="utf-8")
+
+
+# -- the rate-limited server scenario (issue #32) ------------------------------------------------
+
+
+def test_pacing_keeps_429s_rare_and_uses_the_limit() -> None:
+    """4 clients x 30 calls/s against 50/s (burst 10): the issue's 1-process goals, in virtual
+    time, through the real Retrier, RetryBudget and Pacer and the transports' header readers."""
+    from retrymw.simulate import compare_pacing
+
+    bare, learned, known = compare_pacing()
+    assert (bare.scenario.name, learned.scenario.name) == ("no pacing", "Pacer() learned")
+    assert bare.throttled_share > 0.5  # without pacing most attempts collect a 429
+    assert bare.succeeded < bare.calls
+    for paced in (learned, known):
+        assert paced.throttled_share <= 0.02
+        assert paced.served >= 45.0
+        assert paced.succeeded == paced.calls == 1800
+        assert paced.wait_p99 > paced.wait_p50 > 0.0  # offered 2.4x the limit: a queue
+    assert learned.learned == pytest.approx(50.0)  # read from x-ratelimit-limit-requests
+
+
+def test_a_known_limit_holds_from_the_first_second() -> None:
+    from retrymw.simulate import RateLimitScenario, simulate_rate_limit
+
+    result = simulate_rate_limit(RateLimitScenario(settle=0.0, pacer={"known": True}))
+    assert result.throttled_share <= 0.02
+    assert result.served >= 45.0
+
+
+def test_rate_limited_runs_are_deterministic_and_rendered() -> None:
+    from retrymw.simulate import RateLimitScenario, render_rate_limit, simulate_rate_limit
+
+    scenario = RateLimitScenario(duration=5.0, pacer=None)
+    assert simulate_rate_limit(scenario) == simulate_rate_limit(scenario)
+    table = render_rate_limit([simulate_rate_limit(scenario)], markdown=True)
+    assert table.splitlines()[0].startswith("| setup")
+    assert "rate-limited" in table
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("limit", 0.0), ("burst", 0), ("settle", 20.0), ("clients", 0)]
+)
+def test_invalid_rate_limit_scenarios_raise_config_error(field: str, value: float) -> None:
+    from retrymw.simulate import RateLimitScenario
+
+    with pytest.raises(ConfigError, match=field):
+        RateLimitScenario(**{field: value})  # type: ignore[arg-type]

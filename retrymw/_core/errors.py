@@ -119,17 +119,20 @@ class PacedError(RetrymwError):
     """A pacer's next free slot for the attempt lies past the call's deadline.
 
     Outcome ``paced`` when no attempt was made; raised at once, never waited for: a call is
-    never silently late. ``wait`` is how long the slot was away.
+    never silently late. ``wait`` is how long the slot was away; ``room`` the time the attempt
+    must have after its slot before the deadline.
     """
 
-    def __init__(self, pacer: str, *, wait: float, deadline_left: float) -> None:
+    def __init__(self, pacer: str, *, wait: float, deadline_left: float, room: float = 0.0) -> None:
+        needs = f", the attempt needs {room:.3g}s after it" if room > 0.0 else ""
         super().__init__(
             f"pacer {pacer!r} has no slot within the call's deadline "
-            f"(next slot in {wait:.3g}s, {max(0.0, deadline_left):.3g}s left)"
+            f"(next slot in {wait:.3g}s, {max(0.0, deadline_left):.3g}s left{needs})"
         )
         self.pacer = pacer
         self.wait = wait
         self.deadline_left = deadline_left
+        self.room = room
 
 
 def add_note(error: BaseException, note: str) -> None:

@@ -29,10 +29,21 @@ from .resume import ResumableRun
 from .retrier_args import NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
 
-__all__ = ["SHORTEST_PACED_WAIT", "AttemptAdapter", "CallRun", "Runtime", "for_target"]
+__all__ = [
+    "ATTEMPT_ROOM_SHARE",
+    "SHORTEST_PACED_WAIT",
+    "AttemptAdapter",
+    "CallRun",
+    "Runtime",
+    "for_target",
+]
 
 #: A pacer's wait shorter than this (seconds) is not slept: a sleep costs about as long.
 SHORTEST_PACED_WAIT = 0.001
+#: A pacer's slot must leave the attempt this share of what the deadline leaves (or its
+#: per-attempt timeout, when that is less): a slot just before the deadline would spend the
+#: wait and the slot on an attempt that then times out.
+ATTEMPT_ROOM_SHARE = 0.25
 
 
 class CallRun(CallState):
@@ -185,15 +196,28 @@ class CallRun(CallState):
         assert pacer is not None
         now = self.runtime.clock.now()
         left = self.deadline_left()
-        slot = pacer.reserve(now, pacer.cost_of(self.request), within=left)
+        room = 0.0 if left is None else self.attempt_room(left)
+        within = None if left is None else left - room
+        slot = pacer.reserve(now, pacer.cost_of(self.request), within=within)
         if slot.granted:
             self.paced_for = slot.wait
             # A sleep costs about as long as this: the send goes early by less than it, and the
             # schedule (the pacer's slots) is kept.
             return slot.wait if slot.wait >= SHORTEST_PACED_WAIT else 0.0
         assert left is not None
-        self._refuse("paced", PacedError(pacer.name, wait=slot.wait, deadline_left=left))
+        error = PacedError(pacer.name, wait=slot.wait, deadline_left=left, room=room)
+        self._refuse("paced", error)
         return None
+
+    def attempt_room(self, left: float) -> float:
+        """The time a paced attempt must have after its slot, of ``left`` to the deadline.
+
+        `ATTEMPT_ROOM_SHARE` of it, or the per-attempt ``timeout`` when that is less: an
+        attempt needs no more than its timeout.
+        """
+        share = ATTEMPT_ROOM_SHARE * max(left, 0.0)
+        timeout = self.policy.timeout
+        return share if timeout is None else min(timeout, share)
 
     def start_attempt(self) -> bool:
         """Ask the breaker, then the throttle, for admission and open the attempt.

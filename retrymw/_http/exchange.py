@@ -88,7 +88,11 @@ def translate(
         )
     elif isinstance(error, PacedError):
         new = flavour.paced(
-            error.pacer, wait=error.wait, deadline_left=error.deadline_left, request=request
+            error.pacer,
+            wait=error.wait,
+            deadline_left=error.deadline_left,
+            room=error.room,
+            request=request,
         )
     elif isinstance(error, RetryBudgetExhausted):
         new = flavour.budget_exhausted(

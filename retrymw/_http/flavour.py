@@ -70,8 +70,10 @@ class LoadShedMixin(LoadShedError):
 class PacedMixin(PacedError):
     """A `PacedError` that carries its request: each flavour adds its ``TransportError``."""
 
-    def __init__(self, pacer: str, *, wait: float, deadline_left: float, request: Any) -> None:
-        super().__init__(pacer, wait=wait, deadline_left=deadline_left)
+    def __init__(
+        self, pacer: str, *, wait: float, deadline_left: float, request: Any, room: float = 0.0
+    ) -> None:
+        super().__init__(pacer, wait=wait, deadline_left=deadline_left, room=room)
         self.request = request
 
 

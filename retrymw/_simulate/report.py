@@ -21,8 +21,16 @@ from .._core.policy import CallState, Retry, RetryPolicy
 
 if TYPE_CHECKING:
     from .engine import Comparison, FrontierPoint, SimulationResult
+    from .ratelimit import RateLimitResult
 
-__all__ = ["JitterSpread", "jitter_spread", "render_comparison", "render_frontier", "render_table"]
+__all__ = [
+    "JitterSpread",
+    "jitter_spread",
+    "render_comparison",
+    "render_frontier",
+    "render_rate_limit",
+    "render_table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,27 @@ def render_frontier(points: Iterable[FrontierPoint], *, markdown: bool = False) 
             f"{point.recovered_in:g}s",
         )
         for point in points
+    ]
+    return _layout(rows, markdown=markdown)
+
+
+def render_rate_limit(results: Iterable[RateLimitResult], *, markdown: bool = False) -> str:
+    """Lay out rate-limited runs: one line per pacing setup (see `RateLimitResult`)."""
+    rows: list[tuple[str, ...]] = [
+        ("setup", "offered/s", "attempts", "429s", "served/s", "calls ok", "wait p50", "wait p99")
+    ]
+    rows += [
+        (
+            result.scenario.name,
+            f"{result.offered:g}",
+            str(result.attempts),
+            f"{result.throttled_share:.1%}",
+            f"{result.served:.1f}",
+            f"{result.succeeded}/{result.calls}",
+            f"{result.wait_p50:.2f}s",
+            f"{result.wait_p99:.2f}s",
+        )
+        for result in results
     ]
     return _layout(rows, markdown=markdown)
 

@@ -4,7 +4,9 @@ The default ``compare`` scenario runs one outage four times (no retries; retries
 cross-call budget; with it; with it and a breaker) so that the table shows what each layer buys.
 ``setups`` runs the issue's situations (partial failure, brownouts, outages, recovery, overload,
 many low-rate clients, clients in step) with every protection setup (`retrymw.simulate.compare`).
-The other scenarios are `retrymw.simulate.suite`'s groups. Scenario and policy options
+``ratelimit`` runs clients against a rate-limited server without a pacer, with a learned one and
+with the limit given (`retrymw.simulate.compare_pacing`). The other scenarios are
+`retrymw.simulate.suite`'s groups. Scenario and policy options
 override every scenario that runs.
 """
 
@@ -14,6 +16,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,7 +49,10 @@ step, without and with jitter), situations (partial failure, overload, recovery,
 fleet (1000 processes x 1 call/s: per-process budgets, one budget shared through a simulated
 store whose synchroniser runs every sync interval in virtual time, and the store down),
 setups (every situation with every protection setup: no retries, retries alone, + budget,
-+ budget + breaker, + budget + throttle, retries + throttle; about 30 seconds), or all."""
++ budget + breaker, + budget + throttle, retries + throttle; about 30 seconds), ratelimit
+(4 clients x 30 calls/s against a server allowing 50/s, burst 10, answering 429 with
+Retry-After and x-ratelimit-* headers: without a pacer, with Pacer() learning the limit, and
+with Pacer(rate="50/s", burst=10)), or all (every group but ratelimit)."""
 EPILOG = """\
 examples:
   retrymw simulate                                  compare: what budget and breaker buy
@@ -55,16 +61,20 @@ examples:
   retrymw simulate --scenario outage --seed 7 --json
   retrymw simulate --scenario setups                which protection for which failure
   retrymw simulate --scenario fleet                 per-process vs shared budgets, 1000 processes
+  retrymw simulate --scenario ratelimit --limit 20  pacing against a server's rate limit
 
 columns: amplif. = attempts per call arriving during the fault; success = share of those
 calls that succeeded; peak/100ms = the busiest 100 ms of attempts; retries ok/denied =
 admitted and throttled by the budget; open = share of the run the breaker was not closed;
 to open = time and calls from the fault's start to the first trip; recover = from the
-fault's end to the last failed call."""
+fault's end to the last failed call. ratelimit (counted from 2 s on): 429s = share of
+attempts refused; served/s = attempts served per second; calls ok = calls ending in a 200;
+wait p50/p99 = time an attempt waited for its pacer's slot (the calls have no deadline, so a
+client offering more than the limit queues: its waits grow)."""
 
 _GROUPS = (
     *("compare", "outage", "brownout", "breaker", "synchronized", "situations", "fleet"),
-    *("setups", "all"),
+    *("setups", "ratelimit", "all"),
 )
 _SHAPE = ("rate", "duration", "failure", "warmup", "fault", "clients", "latency")
 _POLICY = ("attempts", "backoff", "initial_delay", "max_delay", "jitter")
@@ -89,6 +99,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--fault", type=duration, metavar="DURATION", help="fault length (compare: 30s)")
     add("--clients", type=positive_int, metavar="N", help="independent clients (1)")
     add("--latency", type=duration, metavar="DURATION", help="each attempt's duration (0s)")
+    limited = parser.add_argument_group("rate-limited server (--scenario ratelimit)")
+    add = functools.partial(limited.add_argument, default=argparse.SUPPRESS)
+    add("--limit", type=positive_float, metavar="N", help="requests/s the server allows (50)")
+    add("--burst", type=positive_int, metavar="N", help="requests it allows at once (10)")
     policy = parser.add_argument_group("policy (overrides every scenario's policy)")
     add = functools.partial(policy.add_argument, default=argparse.SUPPRESS)
     add("--attempts", type=positive_int, metavar="N")
@@ -128,10 +142,35 @@ def scenarios(args: argparse.Namespace) -> list[Any]:
     return result
 
 
+def rate_limit_scenario(args: argparse.Namespace) -> Any:
+    """The ``ratelimit`` scenario the arguments ask for (rate, duration, clients, latency,
+    limit and burst override its defaults)."""
+    from ..simulate import RateLimitScenario
+
+    for key in ("failure", "warmup", "fault", *_POLICY):
+        if hasattr(args, key):
+            option = "--" + key.replace("_", "-")
+            raise CliError(f"{option} does not apply to --scenario ratelimit")
+    keys = ("rate", "duration", "clients", "latency", "limit", "burst")
+    given = {key: getattr(args, key) for key in keys if hasattr(args, key)}
+    settle = RateLimitScenario().settle
+    if given.get("duration", math.inf) <= settle:
+        raise CliError(
+            f"--duration {human_duration(given['duration'])} must be longer than the "
+            f"{human_duration(settle)} the figures start from"
+        )
+    return RateLimitScenario(**given)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the scenarios and print the comparison table (or JSON)."""
     from ..simulate import compare, render_comparison, render_table, simulate
 
+    if args.scenario == "ratelimit":
+        return _run_rate_limit(args)
+    for key in ("limit", "burst"):
+        if hasattr(args, key):
+            raise CliError(f"--{key} applies to --scenario ratelimit only")
     chosen = scenarios(args)
     for scenario in chosen:
         if scenario.warmup >= scenario.duration:
@@ -156,6 +195,35 @@ def run(args: argparse.Namespace) -> int:
         print()
     print(render_table(results))
     return EXIT_OK
+
+
+def _run_rate_limit(args: argparse.Namespace) -> int:
+    from ..simulate import compare_pacing, render_rate_limit
+
+    scenario = rate_limit_scenario(args)
+    results = compare_pacing(scenario)
+    if args.json:
+        print(json.dumps([_rate_limit_json(result) for result in results], indent=2))
+        return EXIT_OK
+    print(
+        f"{scenario.clients} clients x {scenario.rate:g} calls/s for "
+        f"{human_duration(scenario.duration)} against a server allowing {scenario.limit:g}/s "
+        f"(burst {scenario.burst}); 429s, served/s and waits from "
+        f"{human_duration(scenario.settle)} on (virtual time)"
+    )
+    print()
+    print(render_rate_limit(results))
+    return EXIT_OK
+
+
+def _rate_limit_json(result: Any) -> dict[str, Any]:
+    fields = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
+    scenario = result.scenario
+    fields["scenario"] = {
+        field.name: getattr(scenario, field.name) for field in dataclasses.fields(scenario)
+    }
+    fields["scenario"]["pacer"] = _component(scenario.pacer)
+    return fields
 
 
 def _describe_compare(scenario: Any, seed: int) -> str:

@@ -553,8 +553,9 @@ PACER_RATE = MetricSpec(
 )
 #: A pacer's metrics (`retrymw.Pacer`): the wait histogram, recorded from
 #: `AttemptFinished.paced_for`, and its live gauges, read from the pacers a `Retrier` announces.
-#: Created with the first pacer, so that a process without one exports no empty family; not in
-#: `LIVE_GAUGES` (no dashboard row yet).
+#: Created with the first pacer, so that a process without one exports no empty family: not in
+#: `LIVE_GAUGES`, whose families are made with the instrument. The dashboard's Pacing row
+#: reads them (tests/test_dashboards.py admits `PACER_METRICS` beside `LIVE_GAUGES`).
 PACER_GAUGES: tuple[MetricSpec, ...] = (PACER_LIMIT, PACER_RATE)
 PACER_METRICS: tuple[MetricSpec, ...] = (PACER_WAIT, *PACER_GAUGES)
 CIRCUIT_FAILURE_RATE = MetricSpec(

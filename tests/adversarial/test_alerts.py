@@ -265,7 +265,11 @@ def _query_values(incidents: harness.IncidentStack, incident: harness.Incident) 
 def _may_be_empty(query: harness.Query, incidents: harness.IncidentStack, incident: Any) -> bool:
     """Whether no data is the truth for this panel and shape: refusals where nothing was
     refused, trips where the circuit never tripped (those series are created by their first
-    event, docs/telemetry.md)."""
+    event, docs/telemetry.md), and a pacer's where the policy has none (they are created with
+    the first pacer)."""
+    paced = any(spec.prometheus in query.expr for spec in names.PACER_METRICS)
+    if paced and incident.limit is None:
+        return True
     tally = incidents.workload.tally
     refused = sum(tally.refused(t) for t in incident.targets)
     trips = sum(tally.trips.get(incident.circuit_of(h), 0) for h in range(incident.hosts))

@@ -448,3 +448,40 @@ def test_plan_piped_into_a_reader_that_leaves_early_exits_quietly() -> None:
             plan.kill()
             plan.wait(timeout=WAIT)
         plan.stderr.close()
+
+
+def test_simulate_ratelimit_compares_pacing(capsys: pytest.CaptureFixture[str]) -> None:
+    """--scenario ratelimit runs a rate-limited server without and with pacing, in virtual time:
+    without a pacer most attempts are 429s; with one hardly any, at the limit."""
+    code, out, _ = cli(
+        capsys, "simulate", "--scenario", "ratelimit", "--json", "--limit", "20", "--burst", "5"
+    )
+    assert code == 0
+    results = {result["scenario"]["name"]: result for result in json.loads(out)}
+    assert list(results) == ["no pacing", "Pacer() learned", "Pacer(rate=limit, burst)"]
+    assert results["no pacing"]["throttled_share"] > 0.5
+    for name in ("Pacer() learned", "Pacer(rate=limit, burst)"):
+        assert results[name]["throttled_share"] <= 0.02
+        assert 18.0 <= results[name]["served"] <= 20.0
+        assert results[name]["scenario"]["limit"] == 20.0
+    assert results["Pacer() learned"]["learned"] == pytest.approx(20.0)
+    code, out, _ = cli(capsys, "simulate", "--scenario", "ratelimit", "--duration", "5s")
+    assert code == 0
+    for word in ("429s", "served/s", "wait p99", "Pacer() learned", "against a server allowing"):
+        assert word in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--scenario", "ratelimit", "--attempts", "2"], id="policy-option"),
+        pytest.param(["--scenario", "ratelimit", "--duration", "1s"], id="shorter-than-settle"),
+        pytest.param(["--limit", "20"], id="limit-without-ratelimit"),
+    ],
+)
+def test_simulate_ratelimit_refuses_options_it_cannot_use(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, _, err = cli(capsys, "simulate", *argv)
+    assert code == 1
+    assert "retrymw simulate: error:" in err
