@@ -197,7 +197,7 @@ class Synchroniser:
             elif isinstance(link, SharedThrottle) and isinstance(answer, ThrottleReply):
                 link.apply(answer)
             elif isinstance(link, SharedPacer) and isinstance(answer, PacerReply):
-                link.apply(answer)  # (one branch per kind: each apply takes its own reply)
+                link.apply(answer, reply.members)
         if reply.changes:
             breakers = {link.suffix: link for link in links if isinstance(link, SharedBreaker)}
             for change in reply.changes:

@@ -114,6 +114,14 @@ def summed(results: list[dict[str, Any]]) -> dict[str, int]:
     return ended
 
 
+def throttled_per_second(log: list[tuple[float, int, float]], start: float) -> list[int]:
+    counts = [0] * int(RUN + 1)
+    for moment, status, _ in log:
+        if status == 429 and 0 <= moment - start < RUN:
+            counts[int(moment - start)] += 1
+    return counts
+
+
 def test_four_members_pace_against_one_shared_limit(server: Server, redis: RedisServer) -> None:
     """After 3 s: 429s <= 5% of attempts, >= 42 requests/s served, <= 0.05 store commands per
     attempt (those the members sent; the commands their scripts ran are reported too)."""
@@ -129,8 +137,10 @@ def test_four_members_pace_against_one_shared_limit(server: Server, redis: Redis
     results = run_members(server.url, redis.url, start, count_commands)
     (sent_before, total_before), (sent_after, total_after) = counted
     sent, total = sent_after - sent_before, total_after - total_before
-    after = figures(server.log(), start + 3.0, start + RUN)
+    log = server.log()
+    after = figures(log, start + 3.0, start + RUN)
     report("fleet", after, summed(results))
+    print("fleet: 429s each second", throttled_per_second(log, start))
     print(
         f"fleet: store commands {sent} ({sent / after.attempts:.4f}/attempt; the scripts' "
         f"included {total}, {total / after.attempts:.3f}/attempt); shares "
@@ -147,13 +157,13 @@ def test_four_members_pace_against_one_shared_limit(server: Server, redis: Redis
 def test_a_hung_store_leaves_every_member_pacing_at_its_share(
     server: Server, redis: RedisServer
 ) -> None:
-    """The store stopped (SIGSTOP) 3 s in: every member turns degraded, keeps pacing at one
+    """The store stopped (SIGSTOP) mid-run, 4 s in: every member turns degraded, keeps pacing at one
     over the members it last saw, and its event loop never waits for the store."""
     start = time.monotonic() + LEAD
     paused_at: list[float] = []
 
     def pause_mid_run() -> None:
-        at(start + 3.0)
+        at(start + 4.0)
         redis.pause()
         paused_at.append(time.monotonic())
         at(start + RUN + 0.5)
