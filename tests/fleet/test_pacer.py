@@ -214,3 +214,20 @@ def test_a_retrier_and_a_per_host_pacer_join_the_fleet(fleets: list[RedisFleet])
     assert fleets[1].statistics().targets == 1
     # Each the only member pacing its target (a namespace of two: a half while joining).
     assert pacer.share == solo.share == 1.0
+
+
+def test_an_older_report_is_fenced_off(redis_server: RedisServer) -> None:
+    """A link's report not newer than the last taken (a retried or delayed step) is ignored."""
+    from retrymw.fleet._scripts import STEP
+
+    client = redis_server.client()
+
+    def report(line: str) -> str:
+        raw = client.eval(STEP, 1, "retrymw:{fence}:members", "m1", 1000, 60000, -1, line)
+        assert isinstance(raw, bytes)
+        return raw.decode().split("\n")[1]
+
+    assert report("p 1 api: 40.0 5") == "40 1"
+    assert report("p 1 api: 30.0 4") == "40 1"  # older than report 5: not taken
+    assert report("p 1 api: 30.0 6") == "30 1"
+    assert report("p 1 api: - 7") == "30 1"  # nothing learned: the fleet's limit stands
