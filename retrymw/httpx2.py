@@ -125,8 +125,9 @@ class AsyncRetryTransport(AsyncShell, httpx2.AsyncBaseTransport):
         policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
         store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
             attempts and retry-budget expiry there, and resumes them after a restart.
-        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle (each host's, for
-            a ``PerTarget``) become fleet-wide, shared with every process of the namespace.
+        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget, throttle and pacer (each
+            host's, for a ``PerTarget``) become fleet-wide, shared with every process of the
+            namespace.
         attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
             server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
             default) sends none.

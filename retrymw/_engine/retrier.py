@@ -96,9 +96,9 @@ class Retrier:
         store: a durable `retrymw.stores.Store` (``SQLiteStore``, ``RedisStore``): a call with a
             resume key (``with retrymw.resume(key):``) keeps its attempts and retry-budget
             expiry there and a later process goes on from them (docs/resume.md).
-        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget and throttle become fleet-wide,
-            per target, the budget's state named by the policy's name (docs/fleet.md); the
-            default budget is then one per operation.
+        fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget, throttle and pacer become
+            fleet-wide, per target, the budget's state named by the policy's name
+            (docs/fleet.md); the default budget is then one per operation.
         hedge: a `Hedge`: an async call's attempt that has not answered after its delay gets
             extra concurrent copies, the first usable answer winning (docs/hedging.md); passing
             it promises the coroutines are idempotent. Synchronous calls are not hedged.
@@ -173,7 +173,7 @@ class Retrier:
             # listen once however many retriers and transports share the breaker.
             breaker.add_listener(BreakerEvents(self._dispatch))
         if fleet is not None:
-            for protection in (breaker, budget, throttle):
+            for protection in (breaker, budget, throttle, pacer):
                 if protection is not None:  # a budget's fleet key names its policy
                     fleet.attach(protection, owner=self.policy.name)
         self._announce()

@@ -17,7 +17,8 @@ until one unit is back (or its reset), and a throttle's ``Retry-After`` holds th
 lane. ``Pacer()`` paces nothing until the first signal.
 
 The share of the limit this process may use is one attribute, `Pacer.share` (1.0 alone; a
-fleet leases a part of the limit to each member by setting it).
+fleet leases a part of the limit to each member by setting it), and a fleet hands every member
+the lowest limit any member learned (`adopt_limit`): one member's answers pace them all.
 
 Decisions are pure and synchronous: time is passed in (`reserve`, `learn`); the waiting is the
 caller's (`Retrier` awaits the clock's sleep). Thread- and task-safe: a short lock, never held
@@ -145,6 +146,8 @@ class PacerStatistics:
         refused: sends refused because their slot lay past the caller's limit.
         throttles: throttling answers (429, 503, 529) learned from.
         held_for: seconds until a hold (a reset, a ``Retry-After``) ends; 0 without one.
+        fleet_limit: the requests limit a fleet handed over (`Pacer.adopt_limit`: the
+            lowest any member learned, per second, the whole limit), or ``None``.
     """
 
     name: str
@@ -159,6 +162,7 @@ class PacerStatistics:
     refused: int
     throttles: int
     held_for: float
+    fleet_limit: float | None = None
 
 
 def parse_rate(value: Any, field: str, example: str) -> float | None:
@@ -240,6 +244,7 @@ class Pacer:
         "_clock",
         "_cut_at",
         "_delayed",
+        "_fleet_limit",
         "_k",
         "_lock",
         "_measure_start",
@@ -291,6 +296,7 @@ class Pacer:
         self._tokens = _Lane(0.0)
         self._requests_limit: float | None = None  # learned, per second, the whole limit
         self._tokens_limit: float | None = None
+        self._fleet_limit: float | None = None  # handed over by a fleet (`adopt_limit`)
         # The cubic after the last throttle: when it was, the rate it was cut from, and the
         # time the cubic takes to climb back to that rate.
         self._cut_at: float | None = None
@@ -419,6 +425,15 @@ class Pacer:
                 lane.hold_until = max(lane.hold_until, now + min(limits.retry_after, MAX_HOLD))
             self._cut(now)
 
+    def adopt_limit(self, limit: float | None) -> None:
+        """Pace against ``limit`` (requests per second, the whole limit) too: the fleet's.
+
+        The lowest of it and the limit this pacer learned itself governs (at `HEADROOM`, times
+        `share`); ``None`` forgets it. The fleet's hook (`retrymw.fleet`): no I/O.
+        """
+        with self._lock:
+            self._fleet_limit = limit if limit is not None and limit > 0.0 else None
+
     def statistics(self) -> PacerStatistics:
         """Return a frozen snapshot of the pacer."""
         with self._lock:
@@ -436,6 +451,7 @@ class Pacer:
                 refused=self._refused,
                 throttles=self._throttles,
                 held_for=max(0.0, self._requests.hold_until - now, self._tokens.hold_until - now),
+                fleet_limit=self._fleet_limit,
             )
 
     def pacing(self) -> bool:
@@ -454,6 +470,9 @@ class Pacer:
         """The requests rate allowed by what is known: the rate given, the limit learned."""
         rate = self._rate
         limit = self._requests_limit
+        fleet = self._fleet_limit
+        if fleet is not None and (limit is None or fleet < limit):
+            limit = fleet
         if limit is not None:
             paced = limit * HEADROOM
             rate = paced if rate is None or paced < rate else rate

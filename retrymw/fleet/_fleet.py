@@ -1,11 +1,13 @@
-"""`RedisFleet`: budgets, throttle counts and breaker states shared by every process of a fleet.
+"""`RedisFleet`: budgets, throttle counts, breaker states and send-rate limits shared by every
+process of a fleet.
 
 Decide locally, share asynchronously: the protection objects decide every call without the
 store, and a background thread (the `Synchroniser` of ``_sync``) runs one batched script call
 (`_scripts`) per ``sync_interval`` for every attached object (`SharedBudget`,
-`SharedThrottle`, `SharedBreaker`). A store that is slow, hung, down or answering garbage
-(every reply is checked: `_replies`) never delays or fails a call: the fleet turns degraded
-and decides on local shares until a step succeeds again. docs/fleet.md is the full account.
+`SharedThrottle`, `SharedBreaker`, `SharedPacer`). A store that is slow, hung, down or
+answering garbage (every reply is checked: `_replies`) never delays or fails a call: the fleet
+turns degraded and decides on local shares until a step succeeds again. docs/fleet.md is the
+full account.
 
 Fork-safe: a forked child is a new member with its own connections and synchroniser.
 """
@@ -25,6 +27,7 @@ from .._core.errors import ConfigError
 from .._core.forks import after_fork_in_child
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
+from .._protect.pacer import Pacer
 from .._protect.settings import bounded_duration, shown
 from .._protect.targets import PerTarget
 from .._protect.throttle import AdaptiveThrottle
@@ -32,6 +35,7 @@ from ._breaker import SharedBreaker
 from ._budget import SharedBudget
 from ._client import Store
 from ._keys import encode_part, namespace_prefix
+from ._pacer import SharedPacer
 from ._replies import parse_lease
 from ._sync import KEY_TTL_MS, STEP_SCRIPT, Link, Synchroniser
 from ._throttle import SharedThrottle
@@ -183,14 +187,14 @@ class RedisFleet:
     def attach(
         self, protection: Any, *, target: str | None = None, owner: str | None = None
     ) -> None:
-        """Make ``protection`` fleet-wide: a budget, breaker, throttle or `PerTarget` of one.
+        """Make ``protection`` fleet-wide: a budget, breaker, throttle, pacer or `PerTarget` of one.
 
         The shared state is named by an owner and a target. ``owner`` names a budget's owner
-        (a `Retrier` gives its policy's name; ``"default"`` if not given); a breaker or
-        throttle is owned by its own name (a `PerTarget`'s by its template's). ``target`` is
-        ``""`` by default; a `PerTarget` names each of its targets itself, attaches each
-        instance as it is created and detaches it when it is evicted. Attaching twice changes
-        nothing.
+        (a `Retrier` gives its policy's name; ``"default"`` if not given); a breaker,
+        throttle or pacer is owned by its own name (a `PerTarget`'s by its template's).
+        ``target`` is ``""`` by default; a `PerTarget` names each of its targets itself,
+        attaches each instance as it is created and detaches it when it is evicted. Attaching
+        twice changes nothing.
 
         Raises:
             TypeError: ``protection`` is none of these, or lacks the fleet hooks.
@@ -274,8 +278,16 @@ class RedisFleet:
         if isinstance(protection, AdaptiveThrottle):
             _require(protection, "pool")
             return SharedThrottle(protection, _suffix(protection.name, target), serial)
+        if isinstance(protection, Pacer):
+            _require(protection, "adopt_limit")
+            return SharedPacer(
+                protection,
+                _suffix(protection.name, target),
+                serial,
+                assumed_members=self._assumed,
+            )
         raise TypeError(
-            "RedisFleet.attach takes a RetryBudget, CircuitBreaker, AdaptiveThrottle or a "
+            "RedisFleet.attach takes a RetryBudget, CircuitBreaker, AdaptiveThrottle, Pacer or a "
             f"PerTarget of one, not {type(protection).__name__}"
         )
 

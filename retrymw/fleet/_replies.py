@@ -21,17 +21,20 @@ from typing import Any
 __all__ = [
     "MAX_COUNT",
     "MAX_MEMBERS",
+    "MAX_RATE",
     "BreakerReply",
     "BudgetReply",
     "Change",
     "ReplyError",
     "StepReply",
+    "PacerReply",
     "ThrottleReply",
     "parse_lease",
     "parse_step",
 ]
 
 MAX_MEMBERS = 1_000_000  # members of one namespace, or of one target
+MAX_RATE = 1e9  # a requests limit, per second (`Pacer` accepts no more)
 MAX_COUNT = 10**12  # a pooled trailing-window count: a million members at a million each
 _MAX_TIME = 2**53  # store milliseconds (and versions, sequence numbers) stay exact as floats
 _INT = re.compile(r"-?[0-9]{1,16}")
@@ -74,6 +77,15 @@ class ThrottleReply:
 
 
 @dataclass(frozen=True, slots=True)
+class PacerReply:
+    """A pacer record's answer: the fleet's limit (per second; ``None``: nobody learned one)
+    and the members pacing the target."""
+
+    limit: float | None
+    members: int
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """A shared circuit whose state changed since the last step: its suffix and state."""
 
@@ -98,7 +110,7 @@ class StepReply:
     seq: int
     members: int
     resend: bool
-    records: list[BudgetReply | BreakerReply | ThrottleReply | None]
+    records: list[BudgetReply | BreakerReply | ThrottleReply | PacerReply | None]
     changes: list[Change]
 
 
@@ -142,7 +154,7 @@ def _breaker(words: list[str], members: bool) -> BreakerReply:
 
 
 def parse_step(reply: Any, kinds: list[str], wants: list[int]) -> StepReply:
-    """The `_scripts.STEP` reply to records of ``kinds`` (``b``, ``k``, ``t``, ``x``).
+    """The `_scripts.STEP` reply to records of ``kinds`` (``b``, ``k``, ``t``, ``p``, ``x``).
 
     ``wants[i]`` is what record ``i`` asked for (a budget's grant never exceeds it).
 
@@ -166,7 +178,7 @@ def parse_step(reply: Any, kinds: list[str], wants: list[int]) -> StepReply:
     body = [line for line in lines[1:] if line]
     if len(body) < len(kinds):
         raise ReplyError(f"{len(body)} record lines for {len(kinds)} records")
-    records: list[BudgetReply | BreakerReply | ThrottleReply | None] = []
+    records: list[BudgetReply | BreakerReply | ThrottleReply | PacerReply | None] = []
     for kind, want, line in zip(kinds, wants, body, strict=False):
         records.append(_record(kind, want, line))
     changes = []
@@ -185,7 +197,9 @@ def parse_step(reply: Any, kinds: list[str], wants: list[int]) -> StepReply:
     )
 
 
-def _record(kind: str, want: int, line: str) -> BudgetReply | BreakerReply | ThrottleReply | None:
+def _record(
+    kind: str, want: int, line: str
+) -> BudgetReply | BreakerReply | ThrottleReply | PacerReply | None:
     if kind == "b":
         words = _words(line, 3, "budget")
         return BudgetReply(
@@ -204,6 +218,12 @@ def _record(kind: str, want: int, line: str) -> BudgetReply | BreakerReply | Thr
             overloaded=min(requests, _int(words[2], "overloaded", 0, MAX_COUNT)),
             members=_int(words[3], "members", 1, MAX_MEMBERS),
         )
+    if kind == "p":
+        words = _words(line, 2, "pacer")
+        limit = None if words[0] == "-" else _float(words[0], "limit", MAX_RATE)
+        if limit == 0.0:
+            raise ReplyError("limit 0.0 is outside (0, 1e9]")
+        return PacerReply(limit=limit, members=_int(words[1], "members", 1, MAX_MEMBERS))
     if line != "x":
         raise ReplyError(f"a leave line is {line[:40]!r}")
     return None

@@ -10,11 +10,14 @@ rules the script applies are written above `STEP`; docs/fleet.md tells users wha
 
 from __future__ import annotations
 
-__all__ = ["LOG_SIZE", "PROBE", "STEP"]
+__all__ = ["LOG_SIZE", "PACER_RECENT_MS", "PROBE", "STEP"]
 
 #: The changes a namespace's log remembers (the same number is written in `STEP`); a member
 #: further behind sends everything again.
 LOG_SIZE = 4096
+#: How long (store ms) the lowest limit a pacer member reported stands against higher reports
+#: (the same number is written in `STEP`); members repeat theirs more often than this.
+PACER_RECENT_MS = 30_000
 
 # The script's protocol and rules.
 #
@@ -22,10 +25,11 @@ LOG_SIZE = 4096
 #
 # * ``P members``: a sorted set, member id -> the store time at which it stops counting. Every
 #   step adds its member; a member that stops stepping drops out after ``member_ttl``.
-# * ``P budget:S``, ``P breaker:S``, ``P throttle:S``: one hash per shared object. Each attached
-#   object of each process has a field of its own, named by its *link id* (``<member>.<serial>``,
-#   prefixed ``l``, ``v`` or ``c``), and the hash keeps running totals beside them, so a record
-#   costs two commands (``HMGET``, ``HSET``) whatever the number of members. Once per
+# * ``P budget:S``, ``P breaker:S``, ``P throttle:S``, ``P pacer:S``: one hash per shared
+#   object. Each attached object of each process has a field of its own, named by its *link id*
+#   (``<member>.<serial>``, prefixed ``l``, ``v``, ``c`` or ``p``), and the hash keeps running
+#   totals beside them, so a record costs two commands (``HMGET``, ``HSET``) whatever the
+#   number of members. Once per
 #   ``member_ttl`` a record *sweeps* its hash: fields of members that stopped counting are
 #   dropped, the totals recounted, the median member's claim recomputed, the key's TTL renewed.
 # * ``P probes:S``: the half-open probes' leases (a sorted set, lease -> expiry).
@@ -42,6 +46,8 @@ LOG_SIZE = 4096
 #   -> ``<state> <reopen> <version> <members> <votes>``: the breaker rule below.
 # * ``t <serial> <S> <requests> <accepts> <overloaded>``
 #   -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
+# * ``p <serial> <S> <limit> <seq>`` -> ``<limit> <members>``: the pacer rule below (a limit
+#   ``-``: none learned, or none in the store).
 # * ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
 #
 # The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
@@ -71,6 +77,14 @@ LOG_SIZE = 4096
 #    beyond it; a fleet that never deposited lends its whole floor. So a shared budget is never
 #    more generous than the same budgets kept per process.
 # 5. A lease whose holder stopped stepping returns at the next sweep.
+#
+# **The pacer rule.** One requests limit per pacer and target: the lowest a live member reported
+# recently. A report at or below the stored limit replaces it (and renews it); a higher one
+# replaces it only once the stored one is ``PACER_RECENT_MS`` old, so one member's lower limit
+# slows every member, and a limit the server raised is taken once nobody repeats the old one.
+# A report is fenced by its link's sequence number: one not newer than the last taken is
+# ignored (membership still counts). ``members`` counts the live members pacing the target
+# (recounted at each sweep); each paces at ``limit / members``.
 #
 # **The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
 # open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process
@@ -325,6 +339,54 @@ local function throttle(id, suffix, r, a, o)
   return math.max(0, R - r) .. ' ' .. math.max(0, A - a) .. ' ' .. math.max(0, O - o) .. ' ' .. n
 end
 
+local PACER_RECENT = 30000  -- PACER_RECENT_MS in Python
+
+local function pacer(id, suffix, limit, seq)
+  local key = prefix .. 'pacer:' .. suffix
+  local own = 'p' .. id
+  local s = redis.call('HMGET', key, 'limit', 'limit_at', 'n', 'sweep', own)
+  local low, low_at = tonumber(s[1]), num(s[2], 0)
+  local n, sweep = num(s[3], 0), num(s[4], 0)
+  local mine = s[5]
+  if mine then
+    local last = tonumber(string.match(mine, ':([^:]+)$'))
+    if last ~= nil and seq <= last then seq = nil end  -- fenced: older than the last taken
+  else
+    n = n + 1
+  end
+  if seq ~= nil then
+    mine = (limit and string.format('%.17g', limit) or '-') .. ':' .. seq
+    if limit ~= nil and limit > 0 and
+        (low == nil or limit <= low or now - low_at >= PACER_RECENT) then
+      low, low_at = limit, now
+    end
+  end
+  if now >= sweep then
+    n = 1
+    local all = redis.call('HGETALL', key)
+    for i = 1, #all, 2 do
+      local name = all[i]
+      if string.sub(name, 1, 1) == 'p' and name ~= own then
+        if alive(string.sub(name, 2)) then
+          n = n + 1
+        else
+          redis.call('HDEL', key, name)
+        end
+      end
+    end
+    sweep = now + member_ttl
+    redis.call('PEXPIRE', key, key_ttl)
+  end
+  n = math.max(1, n)
+  if low ~= nil then
+    redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine,
+      'limit', string.format('%.17g', low), 'limit_at', low_at)
+    return string.format('%.17g', low) .. ' ' .. n
+  end
+  redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine)
+  return '- ' .. n
+end
+
 local function leave(kind, id, suffix)
   if kind == 'b' then
     local key = prefix .. 'budget:' .. suffix
@@ -354,6 +416,13 @@ local function leave(kind, id, suffix)
         'n', math.max(0, num(s[4], 1) - 1))
       redis.call('HDEL', key, 'c' .. id)
     end
+  elseif kind == 'p' then
+    local key = prefix .. 'pacer:' .. suffix
+    local s = redis.call('HMGET', key, 'n', 'p' .. id)
+    if s[2] then
+      redis.call('HSET', key, 'n', math.max(0, num(s[1], 1) - 1))
+      redis.call('HDEL', key, 'p' .. id)
+    end
   end
   return 'x'
 end
@@ -371,6 +440,8 @@ for line in string.gmatch(ARGV[5], '[^\\n]+') do
       tonumber(f[8]))
   elseif op == 't' then
     out[#out + 1] = throttle(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
+  elseif op == 'p' then
+    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), tonumber(f[5]))
   elseif op == 'x' then
     out[#out + 1] = leave(f[2], member .. '.' .. f[3], f[4])
   else

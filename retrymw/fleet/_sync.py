@@ -29,7 +29,15 @@ from ._breaker import SharedBreaker
 from ._budget import SharedBudget
 from ._client import Script, Store
 from ._keys import namespace_prefix
-from ._replies import BreakerReply, BudgetReply, ReplyError, ThrottleReply, parse_step
+from ._pacer import SharedPacer
+from ._replies import (
+    BreakerReply,
+    BudgetReply,
+    PacerReply,
+    ReplyError,
+    ThrottleReply,
+    parse_step,
+)
 from ._scripts import STEP
 from ._throttle import SharedThrottle
 
@@ -45,7 +53,7 @@ __all__ = [
 
 _logger = logging.getLogger("retrymw")
 
-Link = SharedBudget | SharedBreaker | SharedThrottle
+Link = SharedBudget | SharedBreaker | SharedThrottle | SharedPacer
 KEY_TTL_MS = 600_000  # a namespace's keys outlive its last process by ten minutes
 REFRESH = 60.0  # every link is sent at least this often (seconds), quiet or not
 MAX_RECORDS = 1024  # records one step carries at most: ~10-15 ms of the store's time
@@ -188,6 +196,8 @@ class Synchroniser:
                 link.apply(answer, reply.now)
             elif isinstance(link, SharedThrottle) and isinstance(answer, ThrottleReply):
                 link.apply(answer)
+            elif isinstance(link, SharedPacer) and isinstance(answer, PacerReply):
+                link.apply(answer, reply.members)
         if reply.changes:
             breakers = {link.suffix: link for link in links if isinstance(link, SharedBreaker)}
             for change in reply.changes:

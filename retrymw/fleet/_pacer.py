@@ -1,0 +1,169 @@
+"""`SharedPacer`: one send-rate limit per pacer and target for the whole fleet, paced by shares.
+
+The limit lives in the store (`_scripts`, which states the rule): every member reports the
+requests limit its pacer learned from the server's headers, and the store keeps the *lowest
+recent* one (a higher report replaces it only once nobody repeated the lower one for
+`_scripts` ``PACER_RECENT``), so one member's answers slow every member. Each member paces
+against that limit at its *share*: the limit divided by the members pacing the target, as the
+store counted them at the last step. Nothing happens on the request path: the pacer decides
+every send locally (`Pacer.reserve`), and a synchroniser step that has something to say for it
+(it sent since the last record, learned a new limit, is due to repeat its limit, or rejoins)
+sends one *record*; the answer sets the pacer's limit (`Pacer.adopt_limit`) and share
+(`Pacer.share`). The first answer after joining counts the whole namespace's members if it has
+more: processes that start together join the target together, and each would otherwise pace at
+one over the members that joined before it until its next step. A pacer that sends nothing
+costs nothing until it sends again.
+
+Degraded (the store is slow, hung, down, answering garbage, or was never reached): the member
+keeps the last limit it saw and paces at a *conservative share*: one over the most members it
+last saw, of the target or of the whole namespace (a member that joined the target since then
+is counted if its process had), or, before it ever reached the store, one over
+``assumed_members``. Its full limit would
+let every member send the whole limit, N times what the server allows.
+
+Records are fenced: each carries a sequence number, and the store ignores a report older than
+the last it took from the same link (a step retried after a timeout, a delayed duplicate).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import final
+
+from .._core.forks import after_fork_in_child
+from .._protect.pacer import Pacer
+from ._replies import PacerReply
+
+__all__ = ["REPORT_EVERY", "SharedPacer"]
+
+#: Seconds between two reports of an unchanged limit: well within the store's ``PACER_RECENT``
+#: (30 s), so a limit still learned by someone is never replaced by a higher one.
+REPORT_EVERY = 10.0
+
+
+@final
+class SharedPacer:
+    """The fleet side of one `Pacer`: its reports of the limit, the fleet's limit and share.
+
+    Args:
+        pacer: the pacer (held weakly, as `SharedBreaker` holds its breaker).
+        suffix: the shared limit's key suffix (``<name>:<target>``, encoded).
+        serial: this link's number in its process.
+        assumed_members: the fleet size assumed before the store was ever reached.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_lock",
+        "_pacer",
+        "_reported_at",
+        "_sends",
+        "_sent",
+        "_seq",
+        "_settled",
+        "assumed_members",
+        "limit",
+        "members",
+        "namespace_members",
+        "serial",
+        "suffix",
+    )
+
+    kind = "p"
+
+    def __init__(self, pacer: Pacer, suffix: str, serial: int, *, assumed_members: int) -> None:
+        self._pacer = weakref.ref(pacer)
+        self.suffix = suffix
+        self.serial = serial
+        self.assumed_members = assumed_members
+        self.members = 0  # members pacing this target, as last seen
+        self.namespace_members = 0  # members of the namespace, as last seen
+        self.limit: float | None = None  # the fleet's limit, as last seen
+        self._lock = threading.Lock()
+        self._seq = 0  # the fence: the store takes a report only if newer than the last
+        self._sent: float | None = None  # the limit reported last
+        self._sends = 0  # the pacer's sends at the last record
+        self._settled = False  # an answer came since joining (or rejoining)
+        self._reported_at: float | None = None  # when (the pacer's clock); None: report now
+        pacer.share = self.local_share()
+        after_fork_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        # The child is a new member: it reports again, and paces at the share it last saw.
+        self._lock = threading.Lock()
+        self._reported_at = None
+        self._settled = False
+
+    def local_share(self) -> float:
+        """The share of the limit a member paces at on its own (before the store answered,
+        or while degraded): one over the most members last seen (of the target or the
+        namespace), or over ``assumed_members`` before any."""
+        members = max(self.members, self.namespace_members)
+        return 1.0 / (members if members >= 1 else self.assumed_members)
+
+    # -- the synchroniser's side -------------------------------------------------------------------
+
+    def due(self) -> bool:
+        """Whether this step should carry a record: the pacer sent since the last one (it
+        needs the fleet's news), learned another limit, is due to repeat it (`REPORT_EVERY`),
+        or the store is to be told again."""
+        pacer = self._pacer()
+        if pacer is None:
+            return False
+        stats = pacer.statistics()
+        with self._lock:
+            reported = self._reported_at
+            if reported is None or stats.sends != self._sends or stats.limit != self._sent:
+                return True
+            return stats.limit is not None and pacer.clock.now() - reported >= REPORT_EVERY
+
+    def record(self) -> tuple[str, int]:
+        """The step's record (`_scripts`): the limit this member learned, and its fence."""
+        pacer = self._pacer()
+        stats = None if pacer is None else pacer.statistics()
+        learned = None if stats is None else stats.limit
+        with self._lock:
+            self._seq += 1
+            self._sent = learned
+            if pacer is not None and stats is not None:
+                self._reported_at = pacer.clock.now()
+                self._sends = stats.sends
+            seq = self._seq
+        shown = "-" if learned is None else repr(learned)
+        return f"p {self.serial} {self.suffix} {shown} {seq}", 0
+
+    def apply(self, reply: PacerReply, namespace_members: int) -> None:
+        """Pace against the fleet's limit, at one over the members pacing the target."""
+        with self._lock:
+            self.members = reply.members
+            self.namespace_members = namespace_members
+            self.limit = reply.limit
+            share = 1.0 / reply.members if self._settled else self.local_share()
+            self._settled = True
+        pacer = self._pacer()
+        if pacer is not None:
+            pacer.adopt_limit(reply.limit)
+            pacer.share = share
+
+    def fall_back(self) -> None:
+        """The step failed: keep the last limit seen, pace at the conservative share."""
+        with self._lock:
+            self._reported_at = None  # report again once the store answers
+            self._settled = False
+        pacer = self._pacer()
+        if pacer is not None:
+            pacer.share = self.local_share()
+
+    def resend(self) -> None:
+        """The store forgot this member: report at the next step."""
+        with self._lock:
+            self._reported_at = None
+            self._settled = False
+
+    def detach(self) -> None:
+        """Leave the fleet: the pacer paces alone again, against its own limit only."""
+        pacer = self._pacer()
+        if pacer is not None:
+            pacer.adopt_limit(None)
+            pacer.share = 1.0

@@ -1,0 +1,118 @@
+"""A member of the fleet pacing test: ``python fleet_pacing_worker.py SERVER REDIS START RUN RATE``.
+
+From ``START`` (the monotonic clock, which every process of the machine shares) for ``RUN`` seconds
+it offers ``RATE`` requests/s (open loop) to the rate-limited server at ``SERVER`` through an
+`AsyncRetryTransport` with ``pacer=Pacer()`` and, unless ``REDIS`` is ``-``, ``fleet=`` a
+`RedisFleet` on it. While it runs it samples the fleet's health and the event loop's lateness
+(a store that blocked the loop would show there); at the end it prints one JSON line: how the
+calls ended, the fleet's statistics, the pacer's share and limits, when it first saw itself
+degraded, and the loop's worst lateness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import httpx
+
+from retrymw import PacedError, Pacer, RetryPolicy
+from retrymw.fleet import RedisFleet
+from retrymw.httpx import AsyncRetryTransport
+
+SYNC_INTERVAL = "3s"  # store commands per call: members / (interval * calls/s) = 4 / (3 * 47)
+
+
+async def run(
+    server: str, fleet: RedisFleet | None, start: float, seconds: float, rate: float
+) -> dict[str, Any]:
+    ended: dict[str, int] = {"ok": 0, "throttled": 0, "paced": 0, "error": 0}
+    samples: dict[str, Any] = {"first_degraded": None, "shares_degraded": [], "lateness": 0.0}
+    transport = AsyncRetryTransport(
+        policy=RetryPolicy(attempts=3, deadline=2.0), pacer=Pacer(), fleet=fleet, instruments=()
+    )
+    limits = httpx.Limits(max_connections=40, max_keepalive_connections=40)
+
+    async def one(client: httpx.AsyncClient) -> None:
+        try:
+            response = await client.post(f"{server}/work", content=b"{}")
+        except PacedError:
+            ended["paced"] += 1
+        except httpx.HTTPError as error:
+            ended["error"] += 1
+            kind = type(error).__name__
+            ended[kind] = ended.get(kind, 0) + 1
+        else:
+            ended["ok" if response.status_code == 200 else "throttled"] += 1
+
+    def pacer_stats() -> list[Any]:
+        return list(transport.retrier.pacer.statistics().values())  # type: ignore[union-attr]
+
+    async def watch() -> None:
+        while time.monotonic() < start + seconds:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            samples["lateness"] = max(samples["lateness"], time.monotonic() - before - 0.01)
+            if fleet is not None and fleet.statistics().degraded and time.monotonic() > start:
+                if samples["first_degraded"] is None:
+                    samples["first_degraded"] = time.monotonic()
+                samples["shares_degraded"] = sorted({s.share for s in pacer_stats()})
+
+    async with httpx.AsyncClient(transport=transport, timeout=10.0, limits=limits) as client:
+        await asyncio.sleep(max(0.0, start - time.monotonic()))
+        watcher = asyncio.create_task(watch())
+        tasks: set[asyncio.Task[None]] = set()
+        sent = 0
+        while sent / rate < seconds:
+            due = start + sent / rate
+            now = time.monotonic()
+            if due > now:
+                await asyncio.sleep(due - now)
+            task = asyncio.create_task(one(client))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            sent += 1
+        if tasks:
+            await asyncio.wait(tasks, timeout=30.0)
+        await watcher
+    stats = pacer_stats()
+    return {
+        "ended": ended,
+        "pid": os.getpid(),
+        "shares": [s.share for s in stats],
+        "limits": [s.limit for s in stats],
+        "fleet_limits": [getattr(s, "fleet_limit", None) for s in stats],
+        **samples,
+    }
+
+
+def main() -> None:
+    server, redis_url = sys.argv[1], sys.argv[2]
+    start, seconds, rate = map(float, sys.argv[3:6])
+    fleet = None
+    if redis_url != "-":
+        fleet = RedisFleet(redis_url, namespace="pacing", sync_interval=SYNC_INTERVAL)
+    try:
+        result = asyncio.run(run(server, fleet, start, seconds, rate))
+    finally:
+        if fleet is not None:
+            stats = fleet.statistics()
+            fleet.close()
+    if fleet is not None:
+        result["fleet"] = {
+            "syncs": stats.syncs,
+            "sync_failures": stats.sync_failures,
+            "degraded": stats.degraded,
+            "members": stats.members,
+        }
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""Fleet-wide pacing: a member's share and limit (`SharedPacer`, FakeClock), the store's rule
+for the shared limit (real redis), and its replies checked.
+
+The arithmetic: a member paces at ``limit * HEADROOM * share`` with ``share = 1 / members``
+(the store's count of members pacing the target); before the store answered, at one over
+``assumed_members``; degraded, at one over the members it last saw, against the last limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from retrymw import Pacer, PerTarget, Retrier
+from retrymw._protect.pacer import HEADROOM, RateLimits
+from retrymw.fleet import RedisFleet
+from retrymw.fleet._pacer import REPORT_EVERY, SharedPacer
+from retrymw.fleet._replies import PacerReply, ReplyError, parse_step
+from retrymw.testing import FakeClock
+
+from .conftest import RedisServer
+
+
+def gaps(pacer: Pacer, clock: FakeClock, sends: int = 6) -> list[float]:
+    """The waits between consecutive slots of a saturated sender (in the pacer's steady
+    state: the first slots go at once within the burst)."""
+    waits = [pacer.reserve(clock.now()).wait for _ in range(sends)]
+    return [round(later - earlier, 9) for earlier, later in itertools.pairwise(waits)]
+
+
+def learned(pacer: Pacer, clock: FakeClock, limit: float) -> None:
+    pacer.learn(clock.now(), status=200, limits=RateLimits(requests=limit))
+
+
+def test_before_the_store_answers_a_member_paces_at_one_over_the_assumed_members() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    learned(pacer, clock, 50.0)
+    assert pacer.share == pytest.approx(0.1)
+    assert gaps(pacer, clock) == [pytest.approx(1 / (50 * HEADROOM * 0.1))] * 5
+    assert link.local_share() == pytest.approx(0.1)
+
+
+def test_the_fleet_limit_and_members_set_the_pace() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    link.apply(PacerReply(limit=50.0, members=4), 4)
+    # No limit of its own learned yet: the fleet's governs, at a quarter.
+    assert pacer.share == 0.25
+    assert pacer.statistics().fleet_limit == 50.0
+    assert gaps(pacer, clock) == [pytest.approx(1 / (50 * HEADROOM / 4))] * 5
+
+
+def test_the_lower_of_the_own_and_the_fleet_limit_governs() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    learned(pacer, clock, 100.0)
+    link.apply(PacerReply(limit=40.0, members=2), 2)  # another member learned 40
+    assert gaps(pacer, clock) == [pytest.approx(1 / (40 * HEADROOM / 2))] * 5
+    clock.advance(10.0)
+    link.apply(PacerReply(limit=200.0, members=2), 2)  # the fleet's is higher: our own governs
+    assert gaps(pacer, clock) == [pytest.approx(1 / (100 * HEADROOM / 2))] * 5
+
+
+def test_degraded_a_member_keeps_the_last_limit_and_one_over_the_last_members() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    link.apply(PacerReply(limit=50.0, members=5), 5)
+    link.fall_back()
+    assert pacer.share == pytest.approx(0.2)
+    assert pacer.statistics().fleet_limit == 50.0
+    assert gaps(pacer, clock) == [pytest.approx(1 / (50 * HEADROOM / 5))] * 5
+    assert link.due()  # it reports again once the store answers
+
+
+def test_joining_or_degraded_a_member_counts_the_namespace_if_it_saw_more_there() -> None:
+    # It last saw 2 members pacing the target, but 4 processes in the namespace: the other two
+    # may have joined the target since, so it paces at a quarter until the store answers.
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    link.apply(PacerReply(limit=50.0, members=2), 4)
+    assert pacer.share == 0.25  # joining: the namespace's count, the others may be joining too
+    link.apply(PacerReply(limit=50.0, members=2), 4)
+    assert pacer.share == 0.5  # joined: the target's own count
+    link.fall_back()
+    assert pacer.share == 0.25
+
+
+def test_a_detached_pacer_paces_alone_again() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=10)
+    link.apply(PacerReply(limit=50.0, members=4), 4)
+    link.detach()
+    assert pacer.share == 1.0
+    assert pacer.statistics().fleet_limit is None
+    assert pacer.reserve(clock.now()).wait == 0.0  # nothing learned of its own: unpaced
+
+
+def test_a_member_reports_what_it_learned_when_it_changes_and_every_report_period() -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "a%3Ab:h", 7, assumed_members=10)
+    assert link.due()  # a new link joins at once
+    assert link.record() == ("p 7 a%3Ab:h - 1", 0)
+    link.apply(PacerReply(limit=None, members=1), 1)
+    assert not link.due()
+    learned(pacer, clock, 50.0)
+    assert link.due()
+    assert link.record() == ("p 7 a%3Ab:h 50.0 2", 0)  # each record newer than the last (fence)
+    assert not link.due()
+    clock.advance(REPORT_EVERY - 0.5)
+    assert not link.due()
+    clock.advance(0.5)
+    assert link.due()  # repeated, so that the store keeps it against higher limits
+    link.resend()
+    assert link.due()
+
+
+def test_replies_are_checked() -> None:
+    def pacer_reply(line: str) -> object:
+        return parse_step(f"1 0 1 -\n{line}", ["p"], [0]).records[0]
+
+    assert pacer_reply("50 4") == PacerReply(limit=50.0, members=4)
+    assert pacer_reply("- 1") == PacerReply(limit=None, members=1)
+    assert pacer_reply("0.83333333333333337 2") == PacerReply(limit=0.8333333333333334, members=2)
+    for garbage in ["0 4", "-1 4", "nan 4", "inf 4", "1e10 4", "50 0", "50", "50 4 4", "x 1"]:
+        with pytest.raises(ReplyError):
+            pacer_reply(garbage)
+    with pytest.raises(ReplyError):
+        pacer_reply("9" * 100_000 + " 1")
+
+
+# -- the store's rule (real redis) --------------------------------------------------------------
+
+
+@pytest.fixture
+def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
+    members = [
+        RedisFleet(redis_server.url, namespace="pace", sync_interval="100ms", start=False)
+        for _ in range(3)
+    ]
+    yield members
+    for fleet in members:
+        fleet.close()
+
+
+def step(fleets: list[RedisFleet], pacers: list[Pacer], clock: FakeClock) -> None:
+    """Each member sends once (a pacer that sends hears the fleet's news) and steps."""
+    for fleet, pacer in zip(fleets, pacers, strict=True):
+        pacer.reserve(clock.now())
+        assert fleet.sync()
+
+
+def test_the_lowest_limit_wins_and_members_share_it(fleets: list[RedisFleet]) -> None:
+    clock = FakeClock()
+    pacers = [Pacer(name="api", clock=clock) for _ in fleets]
+    for fleet, pacer in zip(fleets, pacers, strict=True):
+        fleet.attach(pacer, target="llm")
+    learned(pacers[0], clock, 50.0)
+    learned(pacers[1], clock, 40.0)  # one member's answers say less: it slows everyone
+    step(fleets, pacers, clock)
+    step(fleets, pacers, clock)
+    for pacer in pacers:
+        stats = pacer.statistics()
+        assert stats.fleet_limit == 40.0
+        assert stats.share == pytest.approx(1 / 3)
+    learned(pacers[1], clock, 60.0)  # a higher report does not replace a recent lower one
+    step(fleets, pacers, clock)
+    assert [p.statistics().fleet_limit for p in pacers] == [40.0] * 3
+    learned(pacers[2], clock, 30.0)  # a lower one does, at once
+    step(fleets, pacers, clock)
+    step(fleets, pacers, clock)
+    assert [p.statistics().fleet_limit for p in pacers] == [30.0] * 3
+    fleets[2].detach(pacers[2])  # a member leaves (told at its next step): the others' share grows
+    assert fleets[2].sync()
+    step(fleets[:2], pacers[:2], clock)
+    assert [p.share for p in pacers[:2]] == [0.5, 0.5]
+    assert pacers[2].share == 1.0
+    assert pacers[2].statistics().fleet_limit is None
+
+
+def test_an_idle_pacer_sends_no_record(fleets: list[RedisFleet]) -> None:
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    fleets[0].attach(pacer, target="llm")
+    assert fleets[0].sync()
+    assert fleets[0].statistics().records == 1  # joining
+    assert fleets[0].sync()
+    assert fleets[0].statistics().records == 0  # nothing sent, nothing learned: quiet
+    pacer.reserve(clock.now())
+    assert fleets[0].sync()
+    assert fleets[0].statistics().records == 1
+
+
+def test_a_retrier_and_a_per_host_pacer_join_the_fleet(fleets: list[RedisFleet]) -> None:
+    pacers = PerTarget(Pacer(name="api"))
+    Retrier(pacer=pacers, fleet=fleets[0], instruments=())
+    solo = Pacer(name="solo")
+    Retrier(pacer=solo, fleet=fleets[1], instruments=())
+    pacer = pacers.for_target("example.com")
+    for _ in range(2):  # joining, then joined
+        for fleet, paced in ((fleets[0], pacer), (fleets[1], solo)):
+            paced.reserve(paced.clock.now())
+            assert fleet.sync()
+    assert fleets[0].statistics().targets == 1
+    assert fleets[1].statistics().targets == 1
+    # Each the only member pacing its target (a namespace of two: a half while joining).
+    assert pacer.share == solo.share == 1.0
+
+
+def test_an_older_report_is_fenced_off(redis_server: RedisServer) -> None:
+    """A link's report not newer than the last taken (a retried or delayed step) is ignored."""
+    from retrymw.fleet._scripts import STEP
+
+    client = redis_server.client()
+
+    def report(line: str) -> str:
+        raw = client.eval(STEP, 1, "retrymw:{fence}:members", "m1", 1000, 60000, -1, line)
+        assert isinstance(raw, bytes)
+        return raw.decode().split("\n")[1]
+
+    assert report("p 1 api: 40.0 5") == "40 1"
+    assert report("p 1 api: 30.0 4") == "40 1"  # older than report 5: not taken
+    assert report("p 1 api: 30.0 6") == "30 1"
+    assert report("p 1 api: - 7") == "30 1"  # nothing learned: the fleet's limit stands
