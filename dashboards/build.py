@@ -66,11 +66,11 @@ POLICY = 'job=~"$job", instance=~"$instance", retrymw_policy=~"$policy"'
 INBOUND = CIRCUIT
 
 #: Calls refused before any attempt: they are not part of amplification, latency or attempts.
-REFUSED = 'retrymw_outcome=~"circuit_open|shed"'
+REFUSED = 'retrymw_outcome=~"circuit_open|shed|paced"'
 SUCCESS = 'retrymw_outcome="success"'
 BUDGET_DENIALS = 'retrymw_reason=~"throttled|budget_exhausted"'
 RETRIED = 'retrymw_attempt_outcome="retried"'
-ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
+ADMITTED = 'retrymw_outcome!~"circuit_open|shed|paced"'
 #: Calls and attempts are counted by the duration histograms' ``_count`` (no counters since
 #: issue 18; same labels, the attempts one with ``error_type``).
 CALLS = names.count_of(names.CALL_DURATION)

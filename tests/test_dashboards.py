@@ -277,7 +277,7 @@ def _panel(prefix: str) -> dict[str, Any]:
     return panel
 
 
-ADMITTED = 'retrymw_outcome!~"circuit_open|shed"'
+ADMITTED = 'retrymw_outcome!~"circuit_open|shed|paced"'
 
 
 @pytest.mark.parametrize(
@@ -308,9 +308,9 @@ def test_refusals_are_shown_beside_admitted_calls():
     panel = _panel("Admitted vs refused calls/s")
     admitted, refused = (t["expr"] for t in panel["targets"])
     assert ADMITTED in admitted
-    assert 'retrymw_outcome=~"circuit_open|shed"' in refused
+    assert 'retrymw_outcome=~"circuit_open|shed|paced"' in refused
     assert "by (retrymw_outcome)" in refused
-    assert 'retrymw_outcome=~"circuit_open|shed"' in _panel("Refused calls")["targets"][0]["expr"]
+    assert 'retrymw_outcome=~"circuit_open|shed|paced"' in _panel("Refused calls")["targets"][0]["expr"]
 
 
 def test_saturation_panels_pair_each_gauge_with_its_limit():
@@ -895,7 +895,7 @@ def test_every_scenario_reached_prometheus(live):
     # Admitted calls only: the throttle's shed calls and the breaker's refusals made no attempt.
     amplification = prometheus.value(
         f"sum(increase({attempts}[5m])) / sum(increase({calls}"
-        '{retrymw_outcome!~"circuit_open|shed"}[5m]))'
+        '{retrymw_outcome!~"circuit_open|shed|paced"}[5m]))'
     )
     assert 1.0 < amplification < 1.5
 

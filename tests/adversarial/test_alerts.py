@@ -151,8 +151,8 @@ def test_admitted_and_refused_calls_are_the_truth(
     amplification is finite and true even in a total outage (issue 31: +Inf, admitted 0)."""
     tally = incidents.paths[job].workload.tally
     for target in incident.targets:
-        admitted = _value(incidents, _calls(job, target, '!~"circuit_open|shed"'))
-        refused = _value(incidents, _calls(job, target, '=~"circuit_open|shed"'))
+        admitted = _value(incidents, _calls(job, target, '!~"circuit_open|shed|paced"'))
+        refused = _value(incidents, _calls(job, target, '=~"circuit_open|shed|paced"'))
         attempts = _value(
             incidents,
             f"sum({names.count_of(names.ATTEMPT_DURATION)}"
@@ -273,7 +273,7 @@ def _may_be_empty(query: harness.Query, incidents: harness.IncidentStack, incide
     tally = incidents.workload.tally
     refused = sum(tally.refused(t) for t in incident.targets)
     trips = sum(tally.trips.get(incident.circuit_of(h), 0) for h in range(incident.hosts))
-    if 'retrymw_outcome=~"circuit_open|shed"' in query.expr and refused == 0:
+    if 'retrymw_outcome=~"circuit_open|shed|paced"' in query.expr and refused == 0:
         return True
     return "Circuit opened" in query.where and trips == 0
 
