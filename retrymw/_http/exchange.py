@@ -50,15 +50,12 @@ from .sse import terminal_for
 if TYPE_CHECKING:
     from .._engine.retrier import Retrier
     from .._protect.pacer import Pacer
-    from .origins import FailoverRun, ReadAhead
 
 __all__ = [
     "ATTEMPTS_EXTENSION",
     "HttpCall",
     "HttpExchange",
     "drive_async",
-    "drive_origins_async",
-    "drive_origins_sync",
     "drive_sync",
     "translate",
 ]
@@ -450,117 +447,3 @@ def drive_sync(call: HttpCall, send: Callable[[Any], Any]) -> Any:
     finally:
         request.extensions = extensions  # cap_phase_timeouts sets each attempt's timeouts there
     return call.checked(result)
-
-
-async def _read_ahead_async(response: Any, ahead: ReadAhead | None) -> Exception | None:
-    """Read ``ahead`` of ``response``'s body (`FailoverRun.read_ahead`); return the error that
-    broke it, or ``None``. Cancelled, the response is closed: nobody will read it."""
-    try:
-        if ahead == "whole":
-            await response.aread()
-        elif ahead == "first":
-            await response.stream.read_first_async()
-    except Exception as error:
-        return error
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await response.aclose()
-        raise
-    return None
-
-
-def _read_ahead_sync(response: Any, ahead: ReadAhead | None) -> Exception | None:
-    """Sync twin of `_read_ahead_async`."""
-    try:
-        if ahead == "whole":
-            response.read()
-        elif ahead == "first":
-            response.stream.read_first_sync()
-    except Exception as error:
-        return error
-    except BaseException:
-        response.close()
-        raise
-    return None
-
-
-async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Run a request along its origins (`FailoverRun`): each origin's call through
-    `drive_async`, until one answers or the run says the answer or the error is final.
-
-    A retryable answer that the request leaves for the next origin is closed first (a small
-    body read, as between retries, so that its connection is reused). While an origin is
-    left, a successful answer is read ahead before it is returned (`FailoverRun.read_ahead`:
-    all of a bounded one, the first chunk of a stream): a body that breaks by then goes on
-    to that origin, before the caller has read any of it. The run is told how the request
-    ended (`FailoverRun.ended`), for its telemetry.
-    """
-    call = run.first()
-    try:
-        response = await _along_origins_async(run, call, send)
-    except BaseException as error:
-        run.ended(error)
-        raise
-    run.ended(None)
-    return response
-
-
-async def _along_origins_async(
-    run: FailoverRun, call: HttpCall, send: Callable[[Any], Awaitable[Any]]
-) -> Any:
-    """The loop of `drive_origins_async`, from ``call``, the primary's."""
-    while True:
-        try:
-            response = await drive_async(call, send)
-        except Exception as error:
-            following = run.after_error(call, error)
-            if following is None:
-                raise
-        else:
-            following = run.after_response(call, response)
-            if following is not None:
-                # Read a small body first, so that its connection goes back to the pool.
-                await call.discard(response, 0.0, None)
-            elif (broke := await _read_ahead_async(response, run.read_ahead(response))) is None:
-                return response
-            else:
-                following = run.after_body_error()
-                if following is None:
-                    raise broke
-                await response.aclose()
-        call = following
-
-
-def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
-    """Sync twin of `drive_origins_async`."""
-    call = run.first()
-    try:
-        response = _along_origins_sync(run, call, send)
-    except BaseException as error:
-        run.ended(error)
-        raise
-    run.ended(None)
-    return response
-
-
-def _along_origins_sync(run: FailoverRun, call: HttpCall, send: Callable[[Any], Any]) -> Any:
-    """Sync twin of `_along_origins_async`."""
-    while True:
-        try:
-            response = drive_sync(call, send)
-        except Exception as error:
-            following = run.after_error(call, error)
-            if following is None:
-                raise
-        else:
-            following = run.after_response(call, response)
-            if following is not None:
-                call.discard_sync(response, 0.0, None)
-            elif (broke := _read_ahead_sync(response, run.read_ahead(response))) is None:
-                return response
-            else:
-                following = run.after_body_error()
-                if following is None:
-                    raise broke
-                response.close()
-        call = following

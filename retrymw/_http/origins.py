@@ -13,7 +13,7 @@ idempotent never leaves its primary. The call's deadline bounds every origin tog
 
 `FailoverRun` holds every decision, down to how much of an answer is read before it is
 returned (`FailoverRun.read_ahead`: a body that breaks by then goes on to the next origin); the
-drivers that loop over it (`exchange.drive_origins_async`, `drive_origins_sync`) only send,
+drivers that loop over it (`drive_origins_async`, `drive_origins_sync`, below) only send,
 read and close. It also tells the instruments of the request as a whole (`FailoverStarted`,
 `FailoverFinished`), so that its calls on each origin are one trace under one
 ``retrymw.origin`` span.
@@ -22,24 +22,35 @@ read and close. It also tells the instruments of the request as a whole (`Failov
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
+
+import anyio
 
 from .._core.errors import CircuitOpenError, ConfigError, LoadShedError, RetryBudgetExhausted
 from .._core.events import FailoverFinished, FailoverStarted, Outcome
 from .._core.instruments import NO_SCOPES, Scopes
 from .body import content_length
+from .exchange import HttpCall, drive_async, drive_sync
 from .hosts import format_target
 from .responses import WatchedBody
 from .rules import IDEMPOTENCY_KEY_HEADER, is_idempotent
 
 if TYPE_CHECKING:
     from .._core.instruments import Dispatch
-    from .exchange import HttpCall
 
-__all__ = ["ORIGIN_EXTENSION", "PREFETCH_LIMIT", "FailoverRun", "Origin", "origin_of", "origins"]
+__all__ = [
+    "ORIGIN_EXTENSION",
+    "PREFETCH_LIMIT",
+    "FailoverRun",
+    "Origin",
+    "drive_origins_async",
+    "drive_origins_sync",
+    "origin_of",
+    "origins",
+]
 
 #: ``response.extensions`` key naming the origin that answered (``scheme://host[:port]``).
 ORIGIN_EXTENSION: Final = "retrymw.origin"
@@ -326,3 +337,120 @@ class FailoverRun:
         call.failover = functools.partial(self.goes_on, call)
         self._tried.append(origin_of(aimed))
         return call
+
+
+# -- the drivers: a request along its origins ------------------------------------------------
+
+
+async def _read_ahead_async(response: Any, ahead: ReadAhead | None) -> Exception | None:
+    """Read ``ahead`` of ``response``'s body (`FailoverRun.read_ahead`); return the error that
+    broke it, or ``None``. Cancelled, the response is closed: nobody will read it."""
+    try:
+        if ahead == "whole":
+            await response.aread()
+        elif ahead == "first":
+            await response.stream.read_first_async()
+    except Exception as error:
+        return error
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+        raise
+    return None
+
+
+def _read_ahead_sync(response: Any, ahead: ReadAhead | None) -> Exception | None:
+    """Sync twin of `_read_ahead_async`."""
+    try:
+        if ahead == "whole":
+            response.read()
+        elif ahead == "first":
+            response.stream.read_first_sync()
+    except Exception as error:
+        return error
+    except BaseException:
+        response.close()
+        raise
+    return None
+
+
+async def drive_origins_async(run: FailoverRun, send: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run a request along its origins (`FailoverRun`): each origin's call through
+    `drive_async`, until one answers or the run says the answer or the error is final.
+
+    A retryable answer that the request leaves for the next origin is closed first (a small
+    body read, as between retries, so that its connection is reused). While an origin is
+    left, a successful answer is read ahead before it is returned (`FailoverRun.read_ahead`:
+    all of a bounded one, the first chunk of a stream): a body that breaks by then goes on
+    to that origin, before the caller has read any of it. The run is told how the request
+    ended (`FailoverRun.ended`), for its telemetry.
+    """
+    call = run.first()
+    try:
+        response = await _along_origins_async(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+async def _along_origins_async(
+    run: FailoverRun, call: HttpCall, send: Callable[[Any], Awaitable[Any]]
+) -> Any:
+    """The loop of `drive_origins_async`, from ``call``, the primary's."""
+    while True:
+        try:
+            response = await drive_async(call, send)
+        except Exception as error:
+            following = run.after_error(call, error)
+            if following is None:
+                raise
+        else:
+            following = run.after_response(call, response)
+            if following is not None:
+                # Read a small body first, so that its connection goes back to the pool.
+                await call.discard(response, 0.0, None)
+            elif (broke := await _read_ahead_async(response, run.read_ahead(response))) is None:
+                return response
+            else:
+                following = run.after_body_error()
+                if following is None:
+                    raise broke
+                await response.aclose()
+        call = following
+
+
+def drive_origins_sync(run: FailoverRun, send: Callable[[Any], Any]) -> Any:
+    """Sync twin of `drive_origins_async`."""
+    call = run.first()
+    try:
+        response = _along_origins_sync(run, call, send)
+    except BaseException as error:
+        run.ended(error)
+        raise
+    run.ended(None)
+    return response
+
+
+def _along_origins_sync(run: FailoverRun, call: HttpCall, send: Callable[[Any], Any]) -> Any:
+    """Sync twin of `_along_origins_async`."""
+    while True:
+        try:
+            response = drive_sync(call, send)
+        except Exception as error:
+            following = run.after_error(call, error)
+            if following is None:
+                raise
+        else:
+            following = run.after_response(call, response)
+            if following is not None:
+                call.discard_sync(response, 0.0, None)
+            elif (broke := _read_ahead_sync(response, run.read_ahead(response))) is None:
+                return response
+            else:
+                following = run.after_body_error()
+                if following is None:
+                    raise broke
+                response.close()
+        call = following

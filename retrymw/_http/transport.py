@@ -31,11 +31,11 @@ from .._engine.retrier_args import (
     default_budget,
 )
 from .body import REPLAY_LIMIT, buffer_async, buffer_sync
-from .exchange import HttpCall, drive_async, drive_origins_async, drive_origins_sync, drive_sync
+from .exchange import HttpCall, drive_async, drive_sync
 from .flavour import Flavour
 from .hosts import per_host
 from .limits import bound_transport
-from .origins import FailoverRun, Origin, origins
+from .origins import FailoverRun, Origin, drive_origins_async, drive_origins_sync, origins
 from .overrides import HELPER_EXTENSION, POLICY_EXTENSION, PolicyResolver
 from .responses import NO_LIMITS, BodyLimits
 from .rules import IDEMPOTENCY_KEY_HEADER, http_profile
