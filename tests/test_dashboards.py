@@ -310,7 +310,10 @@ def test_refusals_are_shown_beside_admitted_calls():
     assert ADMITTED in admitted
     assert 'retrymw_outcome=~"circuit_open|shed|paced"' in refused
     assert "by (retrymw_outcome)" in refused
-    assert 'retrymw_outcome=~"circuit_open|shed|paced"' in _panel("Refused calls")["targets"][0]["expr"]
+    assert (
+        'retrymw_outcome=~"circuit_open|shed|paced"'
+        in _panel("Refused calls")["targets"][0]["expr"]
+    )
 
 
 def test_saturation_panels_pair_each_gauge_with_its_limit():
