@@ -123,6 +123,13 @@ _SPECS: tuple[_Spec, ...] = (
         1.25,
     ),
     _at_most(
+        "MockTransport 200: an idle Pacer / the same transport without it",
+        "httpx-mock-200",
+        "retrymw AsyncRetryTransport + idle Pacer",
+        "retrymw AsyncRetryTransport",
+        1.10,
+    ),
+    _at_most(
         "coroutine success, OTel SDK / the primitives it emits (floor)",
         "replay-success",
         "retrymw OTel SDK",

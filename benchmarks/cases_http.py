@@ -31,17 +31,24 @@ LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=64)
 
 
 def _retrymw_transport(
-    inner: Any, *, kind: Kind = "none", budget: bool = True, flavour: str = "httpx"
+    inner: Any,
+    *,
+    kind: Kind = "none",
+    budget: bool = True,
+    pacer: bool = False,
+    flavour: str = "httpx",
 ) -> tuple[Any, Callable[[], None] | None]:
     try:
         face = importlib.import_module(f"retrymw.{flavour}")
     except ImportError as error:
         raise Unavailable(f"retrymw.{flavour} not importable ({error})") from None
-    from retrymw import RetryPolicy
+    from retrymw import Pacer, RetryPolicy
 
     tel = telemetry(kind)
     policy = RetryPolicy(attempts=3, backoff="fixed", initial_delay=0)
     extra: dict[str, Any] = {} if budget else {"budget": None}
+    if pacer:  # idle: the mock answers without rate-limit headers, so nothing is paced
+        extra["pacer"] = Pacer()
     transport = face.AsyncRetryTransport(inner, policy=policy, instruments=tel.instruments, **extra)
     return transport, tel.reset
 
@@ -53,9 +60,9 @@ def _httpx_retries_transport(inner: Any) -> Any:
     return transport
 
 
-def _wrap(layer: str, inner: Any, kind: Kind, budget: bool) -> tuple[Any, Any]:
+def _wrap(layer: str, inner: Any, kind: Kind, budget: bool, pacer: bool = False) -> tuple[Any, Any]:
     if layer == "retrymw":
-        return _retrymw_transport(inner, kind=kind, budget=budget)
+        return _retrymw_transport(inner, kind=kind, budget=budget, pacer=pacer)
     if layer == "httpx-retries":
         return _httpx_retries_transport(inner), None
     return inner, None
@@ -65,7 +72,13 @@ def _wrap(layer: str, inner: Any, kind: Kind, budget: bool) -> tuple[Any, Any]:
 
 
 def _mock_case(
-    name: str, layer: str, *, failures: int, kind: Kind = "none", budget: bool = True
+    name: str,
+    layer: str,
+    *,
+    failures: int,
+    kind: Kind = "none",
+    budget: bool = True,
+    pacer: bool = False,
 ) -> Case:
     def make() -> Prepared:
         seen = [0]
@@ -75,7 +88,7 @@ def _mock_case(
             seen[0] += 1
             return httpx.Response(503 if seen[0] % cycle else 200)
 
-        transport, reset = _wrap(layer, httpx.MockTransport(handler), kind, budget)
+        transport, reset = _wrap(layer, httpx.MockTransport(handler), kind, budget, pacer)
         client = httpx.AsyncClient(transport=transport, trust_env=False)
         expected = failures + 1
 
@@ -104,6 +117,7 @@ def _mock_groups() -> list[Group]:
         _mock_case("bare AsyncClient", "bare", failures=0),
         _mock_case("retrymw AsyncRetryTransport", "retrymw", failures=0),
         _mock_case("retrymw AsyncRetryTransport budget=None", "retrymw", failures=0, budget=False),
+        _mock_case("retrymw AsyncRetryTransport + idle Pacer", "retrymw", failures=0, pacer=True),
         _mock_case(
             "retrymw AsyncRetryTransport + Prometheus", "retrymw", failures=0, kind="prometheus"
         ),

@@ -69,6 +69,7 @@ class SettledCall:
         "attempt_started_at",
         "budget",
         "operation",
+        "paced_for",
         "policy",
         "request",
         "result",
@@ -81,7 +82,6 @@ class SettledCall:
     outcome: CallOutcome = "success"
     status: int | None = None
     body: BodyRead | None = None
-    paced_for: float | None = None  # a settled call had no pacer
 
     def __init__(
         self,
@@ -90,6 +90,8 @@ class SettledCall:
         started_at: float,
         result: object,
         budget: RetryBudget | None,
+        *,
+        paced_for: float | None,
     ) -> None:
         self.runtime = runtime
         self.policy = call.policy
@@ -99,6 +101,7 @@ class SettledCall:
         self.started_at = self.attempt_started_at = started_at
         self.result = result
         self.budget = budget
+        self.paced_for = paced_for  # 0.0 when an idle pacer sent it, None without a pacer
 
 
 def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:

@@ -26,6 +26,7 @@ from .._core.policy import RetryPolicy
 from .._core.redact import safe_repr
 from .._protect.budget import RetryBudget
 from .._protect.hedge import Hedge
+from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
 from . import hedging, reports
 from .call import Call
@@ -345,11 +346,12 @@ class Retrier:
         """Whether a call under ``policy`` may run its first attempt bare, as far as protection
         and the policy go (an instrument that opens scopes also forbids it: `Dispatch`).
 
-        No breaker or throttle admits attempts, no pacer times them, no store resumes calls,
+        No breaker or throttle admits attempts, no store resumes calls, no hedge times them,
         the policy bounds no attempt in time, and the outcome needs no judging beyond "it
         raised": a result is judged only by a matcher that reads results, unless the front
-        door ``judged`` it (`AttemptAdapter.settles`). Instruments that hear of endings only
-        are told of a call settled at once by `_report_settled`.
+        door ``judged`` it (`AttemptAdapter.settles`). A pacer is asked per call
+        (`_sends_at_once`). Instruments that hear of endings only are told of a call settled
+        at once by `_report_settled`.
         """
         if self._runtime.guards_calls:
             return False
@@ -361,14 +363,36 @@ class Retrier:
         """``call``, or the call of ``fn`` under this retrier's policy, named after ``fn``."""
         return call if call is not None else Call.of(fn, self.policy)
 
-    def _fund(self, fn: Callable[..., Any], call: Call | None) -> RetryBudget | None:
-        """A call succeeded at its bare first attempt: it funds its target's budget (returned)."""
+    def _settle_protection(
+        self, fn: Callable[..., Any], call: Call | None, result: object
+    ) -> RetryBudget | None:
+        """A call succeeded at its bare first attempt: it funds its target's budget (returned),
+        and an idle pacer hears what its answer says (`PacerTeacher`)."""
+        if self._runtime.pacer is not None:
+            pacer = self._pacer_for(fn, call)
+            teach = getattr(None if call is None else call.adapter, "teach", None)
+            if pacer is not None and teach is not None:
+                teach(pacer, result, self._runtime.clock.now())
         funded = self._funded
         if funded is None and self._runtime.budget is not None:
             funded = for_target(self._runtime.budget, self._call_of(fn, call).target)
         if funded is not None:
             funded.record_success()
         return funded
+
+    def _pacer_for(self, fn: Callable[..., Any], call: Call | None) -> Pacer | None:
+        """The pacer governing ``call``'s target, if any (a `PerTarget` needs the target)."""
+        pacer = self._runtime.pacer
+        if isinstance(pacer, PerTarget):
+            return pacer.for_target(self._call_of(fn, call).target)
+        return pacer
+
+    def _sends_at_once(self, fn: Callable[..., Any], call: Call | None) -> bool:
+        """Whether the pacer, if any, lets a bare first attempt go now: it paces and holds
+        nothing, and counts the send (`Pacer.send_at_once`). Otherwise the full path reserves
+        the attempt's slot."""
+        pacer = self._pacer_for(fn, call)
+        return pacer is None or pacer.send_at_once(self._runtime.clock.now())
 
     def _report_settled(
         self,
@@ -381,7 +405,14 @@ class Retrier:
     ) -> None:
         """Tell the instruments of a call its bare first attempt settled: how the attempt
         ended, then the call, as a `CallRun` would have."""
-        settled = SettledCall(self._runtime, self._call_of(fn, call), started_at, result, budget)
+        settled = SettledCall(
+            self._runtime,
+            self._call_of(fn, call),
+            started_at,
+            result,
+            budget,
+            paced_for=None if self._runtime.pacer is None else 0.0,  # an idle pacer sent it
+        )
         now = self._runtime.clock.now()
         if dispatch.attempt_finished:
             reports.attempt_finished(settled, dispatch.attempt_finished, SETTLED, now, False, False)
@@ -402,7 +433,8 @@ class Retrier:
         """
         dispatch = self._current()
         bare = self._bare if call is None else self._runs_bare(call, dispatch)
-        if not bare or dispatch.opens_scopes:
+        paced = self._runtime.pacer is not None  # a pacer may still send it bare
+        if not bare or dispatch.opens_scopes or (paced and not self._sends_at_once(fn, call)):
             return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()  # a mark later than this was made inside this call
         started_at = self._runtime.clock.now() if dispatch.observes_calls else None
@@ -415,7 +447,7 @@ class Retrier:
         else:
             adapter = None if call is None else call.adapter
             if adapter is None or adapter.settles(result):
-                budget = self._fund(fn, call)
+                budget = self._settle_protection(fn, call, result)
                 if started_at is not None:
                     self._report_settled(fn, call, dispatch, started_at, result, budget)
                 return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
@@ -464,7 +496,8 @@ class Retrier:
         honours `within` (a blocking attempt cannot be cancelled)."""
         dispatch = self._current()
         bare = self._bare if call is None else self._runs_bare(call, dispatch)
-        if not bare or dispatch.opens_scopes:
+        paced = self._runtime.pacer is not None  # a pacer may still send it bare
+        if not bare or dispatch.opens_scopes or (paced and not self._sends_at_once(fn, call)):
             return self._drive_sync(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()
         started_at = self._runtime.clock.now() if dispatch.observes_calls else None
@@ -493,7 +526,7 @@ class Retrier:
                 raise refusal  # never retried
         adapter = None if call is None else call.adapter
         if adapter is None or adapter.settles(result):
-            budget = self._fund(fn, call)
+            budget = self._settle_protection(fn, call, result)
             if started_at is not None:
                 self._report_settled(fn, call, dispatch, started_at, result, budget)
             return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]

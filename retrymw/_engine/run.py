@@ -184,6 +184,8 @@ class CallRun(CallState):
             self.begin()
             return 0.0 if self.resume is None else self._resume()
         self.attempt = 1
+        if self.pacer is not None:
+            self.paced_for = 0.0  # its pacer paced nothing: it was sent at once
         return self.finish_attempt(None if error is not None else result, error)
 
     def pace(self) -> float | None:
@@ -586,7 +588,8 @@ class CallRun(CallState):
         assert pacer is not None
         teach = getattr(self.adapter, "teach", None)  # optional: `PacerTeacher`
         if teach is not None:
-            teach(pacer, outcome, now)
+            if outcome.exception is None:
+                teach(pacer, outcome.result, now)
             return
         status = outcome.status
         if status is None and outcome.exception is not None:

@@ -57,7 +57,9 @@ class Runtime:
         admits_attempts: a breaker or throttle admits each attempt.
         gates_retries: a breaker, budget or throttle may withhold a retry the policy grants.
         guards_calls: something decides about each attempt before it runs (a breaker or
-            throttle admitting it, a pacer timing it, a store claiming it, a hedge timing it).
+            throttle admitting it, a store claiming it, a hedge timing it). A pacer is asked
+            per call: one that paces nothing lets the first attempt go bare
+            (`Pacer.send_at_once`).
         hedge: the `Hedge` that races copies of slow attempts (async calls only), or ``None``.
     """
 
@@ -97,9 +99,7 @@ class Runtime:
         self.hedge = hedge
         self.pacer = pacer
         self.admits_attempts = breaker is not None or throttle is not None
-        self.guards_calls = (
-            self.admits_attempts or store is not None or pacer is not None or hedge is not None
-        )
+        self.guards_calls = self.admits_attempts or store is not None or hedge is not None
         self.gates_retries = breaker is not None or throttle is not None or budget is not None
         self._budget_read_at = -math.inf
 
@@ -185,6 +185,7 @@ class PacerTeacher(Protocol):
     response's status and rate-limit headers); without it the pacer learns the status alone.
     """
 
-    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
-        """Tell ``pacer`` (`Pacer.learn`) what the attempt's answer ``outcome`` says, at ``now``."""
+    def teach(self, pacer: Pacer, result: object, now: float) -> None:
+        """Tell ``pacer`` (`Pacer.learn`) what an attempt's ``result`` (never an error) says,
+        at ``now``."""
         ...

@@ -199,16 +199,12 @@ class HttpExchange:
             retry_after_header=hints.header,
         )
 
-    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
-        """Tell ``pacer`` what an answer says: its status and rate-limit headers (`PacerTeacher`).
-
-        An error that is not a response (a refused connection) says nothing about the limit.
-        """
-        response: Any = outcome.result
-        if outcome.exception is not None or response is None:
-            return
-        limits = read_rate_limits(response.headers.multi_items(), self._clock.wall())
-        pacer.learn(now, status=outcome.status, limits=limits)
+    def teach(self, pacer: Pacer, result: Any, now: float) -> None:
+        """Tell ``pacer`` what a response says: its status and rate-limit headers
+        (`PacerTeacher`). An error (a refused connection) says nothing about the limit: the
+        engine never passes one."""
+        limits = read_rate_limits(result.headers.multi_items(), self._clock.wall())
+        pacer.learn(now, status=result.status_code, limits=limits)
 
 
 class HttpCall(HttpExchange):

@@ -364,12 +364,10 @@ class Pacer:
         """
         with self._lock:
             self._measure(now)
-            requests, tokens = self._requests_rate(now), self._tokens_rate()
-            idle = requests is None and tokens is None
-            if idle and self._requests.hold_until <= now and self._tokens.hold_until <= now:
-                self._sends += 1  # the idle path: nothing paced, nothing held
-                self._measured_sends += 1
+            if self._idle(now):
+                self._count_send()
                 return _NOW
+            requests, tokens = self._requests_rate(now), self._tokens_rate()
             at = max(self._requests.earliest(now, requests), self._tokens.earliest(now, tokens))
             wait = at - now
             if within is not None and wait > within:
@@ -377,12 +375,26 @@ class Pacer:
                 return Slot(wait, False)
             self._requests.take(at, requests, 1.0)
             self._tokens.take(at, tokens, cost)
-            self._sends += 1
-            self._measured_sends += 1
+            self._count_send()
             if wait > 0.0:
                 self._delayed += 1
                 return Slot(wait, True)
             return _NOW
+
+    def send_at_once(self, now: float) -> bool:
+        """Count a send that goes now if this pacer paces and holds nothing (no rate given or
+        learned, no hold): ``True``. Otherwise reserve nothing and return ``False``: the
+        caller reserves its slot (`reserve`).
+
+        The engine's bare first attempt asks this: an idle pacer only needs to count the send
+        and hear the answer, not the call's full path.
+        """
+        with self._lock:
+            self._measure(now)
+            if not self._idle(now):
+                return False
+            self._count_send()
+            return True
 
     def learn(
         self, now: float, *, status: int | None = None, limits: RateLimits | None = None
@@ -465,6 +477,19 @@ class Pacer:
         return f"<Pacer {self.name!r} {rate} sends={stats.sends} throttles={stats.throttles}>"
 
     # -- internals (the caller holds the lock) -----------------------------------------------------
+
+    def _idle(self, now: float) -> bool:
+        """Whether nothing paces sends now: no rate on either lane, no hold."""
+        return (
+            self._requests_rate(now) is None
+            and self._tokens_rate() is None
+            and self._requests.hold_until <= now
+            and self._tokens.hold_until <= now
+        )
+
+    def _count_send(self) -> None:
+        self._sends += 1
+        self._measured_sends += 1
 
     def _ceiling(self) -> float | None:
         """The requests rate allowed by what is known: the rate given, the limit learned."""

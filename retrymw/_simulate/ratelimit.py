@@ -207,11 +207,10 @@ class _Door:
     def returned(self, result: object, deadline_left: float | None) -> object:
         return result
 
-    def teach(self, pacer: Pacer, outcome: Outcome, now: float) -> None:
-        answer = outcome.result
-        if isinstance(answer, _Answer):
-            limits = read_rate_limits(answer.headers.items(), self.clock.wall())
-            pacer.learn(now, status=outcome.status, limits=limits)
+    def teach(self, pacer: Pacer, result: object, now: float) -> None:
+        if isinstance(result, _Answer):
+            limits = read_rate_limits(result.headers.items(), self.clock.wall())
+            pacer.learn(now, status=result.status, limits=limits)
 
 
 class _Waits(Instrument):

@@ -332,6 +332,84 @@ async def test_the_async_transport_waits_for_the_hosts_slot(clock: FakeClock) ->
     assert clock.sleeps == [pytest.approx(0.2), pytest.approx(0.2)]
 
 
+# -- an idle pacer: the first attempt goes bare, the pacer counts it and hears the answer ------
+
+
+def _limit_said(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, headers={"x-ratelimit-limit-requests": "120"})  # 2/s
+
+
+def _paces_after_learning(
+    transport: RetryTransport | AsyncRetryTransport, clock: FakeClock
+) -> None:
+    """Three calls went through ``transport`` to a host that says its limit is 2/s: the
+    first one taught the limit, the second went at once, the third waited its slot."""
+    scoped = transport.retrier.pacer
+    assert isinstance(scoped, PerTarget)
+    learned = scoped.get("a.example")
+    assert learned is not None
+    assert learned.statistics().limit == pytest.approx(2.0)
+    assert learned.statistics().sends == 3  # the bare first attempts were counted too
+    assert clock.sleeps == [pytest.approx(1 / (2.0 * HEADROOM))]
+
+
+def test_an_idle_pacer_learns_the_limit_from_a_success_and_paces_the_next_calls(
+    clock: FakeClock,
+) -> None:
+    """Nothing paced yet, so each call's first attempt takes the bare path; the 200's headers
+    must still reach the pacer, or it would never pace anything."""
+    mock = httpx.MockTransport(_limit_said)
+    transport = RetryTransport(mock, pacer=Pacer(clock=clock), clock=clock, instruments=())
+    with httpx.Client(transport=transport) as client:
+        for _ in range(3):
+            assert client.get("http://a.example/").status_code == 200
+    _paces_after_learning(transport, clock)
+
+
+@pytest.mark.anyio
+async def test_an_idle_pacer_learns_from_a_success_on_the_async_door_too(clock: FakeClock) -> None:
+    mock = httpx.MockTransport(_limit_said)
+    transport = AsyncRetryTransport(mock, pacer=Pacer(clock=clock), clock=clock, instruments=())
+    async with httpx.AsyncClient(transport=transport) as client:
+        for _ in range(3):
+            assert (await client.get("http://a.example/")).status_code == 200
+    _paces_after_learning(transport, clock)
+
+
+@pytest.mark.anyio
+async def test_a_call_an_idle_pacer_sent_at_once_shows_a_zero_wait(clock: FakeClock) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from retrymw.instrumentation import PrometheusInstrument
+
+    registry = CollectorRegistry()
+    retrier = Retrier(
+        RetryPolicy(attempts=2),
+        pacer=Pacer(name="api", clock=clock),
+        clock=clock,
+        instruments=[PrometheusInstrument(registry=registry)],
+    )
+    failures = iter([True, False])
+
+    async def flaky() -> str:
+        if next(failures, False):
+            raise ConnectionError("blip")
+        return "ok"
+
+    async def ok() -> str:
+        return "ok"
+
+    assert await retrier.call(ok) == "ok"  # settled at its bare first attempt
+    assert await retrier.call(flaky) == "ok"  # bare first attempt, then a paced retry
+    counted = {
+        sample.labels.get("retrymw_target"): sample.value
+        for metric in registry.collect()
+        for sample in metric.samples
+        if sample.name == "retrymw_pacer_wait_seconds_count"
+    }
+    assert sum(counted.values()) == 3.0, counted  # every attempt, the bare ones too
+
+
 # -- telemetry -----------------------------------------------------------------------------------
 
 
