@@ -295,11 +295,16 @@ class CallRun(CallState):
 
     def admits_hedge(self) -> bool:
         """Whether an extra copy of the attempt may be sent now: the circuit is closed, the
+        pacer has a slot for it now (a copy exists to save time: it never waits for one), the
         throttle sheds nothing and admits it (it counts each copy sent), and the retry budget
         pays for it as for a retry."""
-        breaker, throttle, budget = self.breaker, self.throttle, self.budget
+        breaker, throttle, budget, pacer = self.breaker, self.throttle, self.budget, self.pacer
         if breaker is not None and breaker.state != "closed":
             return False
+        if pacer is not None:
+            now = self.runtime.clock.now()
+            if not pacer.reserve(now, pacer.cost_of(self.request), within=0.0).granted:
+                return False
         if throttle is not None and (
             throttle.reject_probability() > 0.0 or not throttle.allow_request()
         ):
@@ -313,9 +318,13 @@ class CallRun(CallState):
     def hedge_failed(self, result: object, error: Exception | None) -> None:
         """A copy's failed answer that another copy's answer replaced: a failure for the
         breaker and the throttle, as the copy was sent. (The answer the attempt ends with gets
-        its verdict as any attempt's; a copy cancelled unanswered gets none.)"""
+        its verdict as any attempt's; a copy cancelled unanswered gets none.) The pacer hears
+        it too: a copy's 429 says as much about the limit as any answer."""
+        outcome = self._copy_outcome(result, error)
+        if self.pacer is not None:
+            self._teach_pacer(outcome, self.runtime.clock.now())
         if self.breaker is not None or self.throttle is not None:
-            self._report_verdict(True, self._copy_outcome(result, error))
+            self._report_verdict(True, outcome)
 
     def hedge_started(self) -> Scopes:
         """Announce an extra copy of the attempt under way; its scopes wrap the copy."""

@@ -1,0 +1,73 @@
+"""A hedge's copy is a send: the pacer must have a slot for it now, and hears its answer.
+
+Regressions: copies went out past the pacer's limit, and a copy's 429 replaced by another
+copy's answer never reached the pacer.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from retrymw import Hedge, Pacer, Retrier, RetryPolicy
+from retrymw.testing import FakeClock
+
+
+def paced_retrier(hedge: Hedge, pacer: Pacer) -> Retrier:
+    return Retrier(
+        RetryPolicy(attempts=3, retry_on=[ConnectionError]),
+        hedge=hedge,
+        pacer=pacer,
+        clock=pacer.clock,
+        instruments=(),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_pacer_without_a_slot_now_sends_no_hedge() -> None:
+    """A copy is a send like any other: a pacer at its limit keeps it from going (it would
+    have to wait for a slot, and a copy exists to save time)."""
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0.05)
+        return "only copy"
+
+    clock = FakeClock()
+    pacer = Pacer(rate="1/s", clock=clock)  # the attempt takes the only slot of this second
+    hedge = Hedge("1ms")
+    assert await paced_retrier(hedge, pacer).call(fn) == "only copy"
+    assert calls == 1
+    (stats,) = hedge.statistics().targets.values()
+    assert (stats.hedges, stats.denied) == (0, 1)
+    assert pacer.statistics().sends == 1
+
+
+@pytest.mark.anyio
+async def test_a_hedge_takes_a_pacer_slot_and_its_429_teaches_the_pacer() -> None:
+    class Throttled(ConnectionError):  # retryable under this policy
+        status_code = 429
+
+    first_may_fail = anyio.Event()
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await first_may_fail.wait()  # set once the hedge is in flight
+            raise Throttled
+        first_may_fail.set()
+        await anyio.sleep(0.01)  # still in flight when the first copy's 429 comes back
+        return "hedge"
+
+    clock = FakeClock()
+    pacer = Pacer(rate="100/s", burst=2, clock=clock)  # room for the attempt and one copy
+    hedge = Hedge("1ms")
+    assert await paced_retrier(hedge, pacer).call(fn) == "hedge"
+    assert calls == 2
+    stats = pacer.statistics()
+    assert stats.sends == 2  # the copy was paced as a send
+    assert stats.throttles == 1  # the replaced copy's 429 was heard
