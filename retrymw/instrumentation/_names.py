@@ -539,7 +539,8 @@ PACER_LIMIT = MetricSpec(
     "gauge",
     "{request}/s",
     (LABEL_POLICY, LABEL_TARGET),
-    "Requests limit per second the pacer learned from the server's headers (0: none learned).",
+    "Requests limit per second the pacer paces against: learned from the server's headers, "
+    "or its fleet's when lower (0: none known).",
     multiprocess_mode="livemin",
 )
 PACER_RATE = MetricSpec(
