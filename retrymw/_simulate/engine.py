@@ -55,8 +55,10 @@ __all__ = [
     "Comparison",
     "FrontierPoint",
     "Scenario",
+    "SimClock",
     "SimulatedFailure",
     "SimulationResult",
+    "Suspend",
     "compare",
     "frontier",
     "simulate",
@@ -124,7 +126,7 @@ class SimulationResult:
 _SYNC = object()  # marks a synchroniser's step in the event queue
 
 
-class _Suspend:
+class Suspend:
     """What the simulated clock's ``sleep`` awaits: the event loop resumes the call later."""
 
     __slots__ = ("seconds",)
@@ -132,16 +134,16 @@ class _Suspend:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def __await__(self) -> Generator[_Suspend, None, None]:
+    def __await__(self) -> Generator[Suspend, None, None]:
         yield self
 
 
-class _SimClock(FakeClock):
+class SimClock(FakeClock):
     """A `FakeClock` whose async ``sleep`` hands control back to the event loop."""
 
     async def sleep(self, seconds: float) -> None:
         """Suspend the calling coroutine for ``seconds`` of virtual time."""
-        await _Suspend(seconds)
+        await Suspend(seconds)
 
     def sleep_sync(self, seconds: float) -> None:
         """Blocking sleeps cannot be interleaved: the simulator only drives async calls."""
@@ -210,7 +212,7 @@ class _Run:
     def __init__(self, scenario: Scenario, seed: int) -> None:
         self.scenario = scenario
         self.seed = seed
-        self.clock = _SimClock()
+        self.clock = SimClock()
         self.rng = random.Random(f"{seed}:failures")
         self.queue: list[tuple[float, int, Any, Any]] = []
         self.warmup, self.fault_end = scenario.warmup, scenario.fault_end
@@ -284,7 +286,7 @@ class _Run:
             except SimulatedFailure:
                 self.finish(call, succeeded=False)
             else:
-                if not isinstance(request, _Suspend):
+                if not isinstance(request, Suspend):
                     raise TypeError(f"simulate: the retrier awaited {request!r}, not the clock")
                 self.schedule(at + request.seconds, item, call)
 

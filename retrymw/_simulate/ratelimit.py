@@ -39,7 +39,7 @@ from .._http.ratelimits import read_rate_limits
 from .._http.rules import http_policy
 from .._protect.budget import RetryBudget
 from .._protect.pacer import Pacer
-from .engine import _SimClock, _Suspend
+from .engine import SimClock, Suspend
 
 __all__ = [
     "PACING_SETUPS",
@@ -174,7 +174,7 @@ class _Door:
 
     __slots__ = ("clock",)
 
-    def __init__(self, clock: _SimClock) -> None:
+    def __init__(self, clock: SimClock) -> None:
         self.clock = clock
 
     def settles(self, result: object) -> bool:
@@ -216,7 +216,7 @@ class _Door:
 class _Waits(Instrument):
     """Collects each attempt's wait for its slot (``AttemptFinished.paced_for``)."""
 
-    def __init__(self, clock: _SimClock, settle: float) -> None:
+    def __init__(self, clock: SimClock, settle: float) -> None:
         self.clock, self.settle = clock, settle
         self.waits: list[float] = []
 
@@ -230,7 +230,7 @@ def simulate_rate_limit(scenario: RateLimitScenario) -> RateLimitResult:
 
     .. versionadded:: 0.5
     """
-    clock = _SimClock()
+    clock = SimClock()
     server = _Server(scenario.limit, scenario.burst)
     pacer = None
     if scenario.pacer is not None:
@@ -280,7 +280,7 @@ def simulate_rate_limit(scenario: RateLimitScenario) -> RateLimitResult:
         except StopIteration as stop:
             succeeded += isinstance(stop.value, _Answer) and stop.value.status < 400
         else:
-            if not isinstance(request, _Suspend):
+            if not isinstance(request, Suspend):
                 raise TypeError(f"simulate: the retrier awaited {request!r}, not the clock")
             sequence += 1
             heapq.heappush(queue, (at + request.seconds, sequence, item))
