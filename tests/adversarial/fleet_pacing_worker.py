@@ -12,6 +12,7 @@ degraded, and the loop's worst lateness.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -22,9 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import httpx
 
-from retrymw import PacedError, Pacer, RetryPolicy
+from retrymw import Pacer, RetryPolicy
 from retrymw.fleet import RedisFleet
 from retrymw.httpx import AsyncRetryTransport
+from tests.open_loop import new_tally, offer_open_loop, post_and_tally
 
 SYNC_INTERVAL = "3s"  # store commands per call: members / (interval * calls/s) = 4 / (3 * 47)
 
@@ -32,24 +34,12 @@ SYNC_INTERVAL = "3s"  # store commands per call: members / (interval * calls/s) 
 async def run(
     server: str, fleet: RedisFleet | None, start: float, seconds: float, rate: float
 ) -> dict[str, Any]:
-    ended: dict[str, int] = {"ok": 0, "throttled": 0, "paced": 0, "error": 0}
+    ended = new_tally()
     samples: dict[str, Any] = {"first_degraded": None, "shares_degraded": [], "lateness": 0.0}
     transport = AsyncRetryTransport(
         policy=RetryPolicy(attempts=3, deadline=2.0), pacer=Pacer(), fleet=fleet, instruments=()
     )
     limits = httpx.Limits(max_connections=40, max_keepalive_connections=40)
-
-    async def one(client: httpx.AsyncClient) -> None:
-        try:
-            response = await client.post(f"{server}/work", content=b"{}")
-        except PacedError:
-            ended["paced"] += 1
-        except httpx.HTTPError as error:
-            ended["error"] += 1
-            kind = type(error).__name__
-            ended[kind] = ended.get(kind, 0) + 1
-        else:
-            ended["ok" if response.status_code == 200 else "throttled"] += 1
 
     def pacer_stats() -> list[Any]:
         return list(transport.retrier.pacer.statistics().values())  # type: ignore[union-attr]
@@ -67,19 +57,12 @@ async def run(
     async with httpx.AsyncClient(transport=transport, timeout=10.0, limits=limits) as client:
         await asyncio.sleep(max(0.0, start - time.monotonic()))
         watcher = asyncio.create_task(watch())
-        tasks: set[asyncio.Task[None]] = set()
-        sent = 0
-        while sent / rate < seconds:
-            due = start + sent / rate
-            now = time.monotonic()
-            if due > now:
-                await asyncio.sleep(due - now)
-            task = asyncio.create_task(one(client))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            sent += 1
-        if tasks:
-            await asyncio.wait(tasks, timeout=30.0)
+        await offer_open_loop(
+            functools.partial(post_and_tally, client, f"{server}/work", ended, {}),
+            started=start,
+            rate=rate,
+            seconds=seconds,
+        )
         await watcher
     stats = pacer_stats()
     return {

@@ -11,6 +11,7 @@ The 4-process fleet scenario belongs to fleet sharing, not here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
@@ -28,10 +29,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrymw import PacedError, Pacer, PerTarget, RetryPolicy
+from retrymw import Pacer, PerTarget, RetryPolicy
 from retrymw._http.ratelimits import NO_RATE_LIMITS, parse_policy, read_rate_limits
 from retrymw._protect.pacer import RateLimits
 from retrymw.httpx import AsyncRetryTransport
+from tests.open_loop import new_tally, offer_open_loop, post_and_tally
 
 SERVER = Path(__file__).resolve().parent.parent / "ratelimited_server.py"
 RUN = 8.0  # seconds per scenario (the issue's 15 s, shortened)
@@ -256,39 +258,13 @@ async def offer(
 ) -> dict[str, int]:
     """``clients`` clients, each offering ``per_client`` requests/s (open loop) for ``seconds``,
     all through ``pacer``; returns how the calls ended."""
-    ended = {"ok": 0, "throttled": 0, "paced": 0, "error": 0}
+    ended = new_tally()
     rng = random.Random(7)
     policy = RetryPolicy(attempts=3, deadline=2.0)
 
     async def one(client: httpx.AsyncClient) -> None:
         headers = {} if cost is None else {"x-cost": str(cost(rng))}
-        try:
-            response = await client.post(f"{url}/work", headers=headers, content=b"{}")
-        except PacedError:
-            ended["paced"] += 1
-        except httpx.HTTPError as error:
-            ended["error"] += 1
-            kind = type(error).__name__
-            ended[kind] = ended.get(kind, 0) + 1
-        else:
-            ended["ok" if response.status_code == 200 else "throttled"] += 1
-
-    async def client_loop(client: httpx.AsyncClient, started: float) -> None:
-        tasks: set[asyncio.Task[None]] = set()
-        sent = 0
-        while True:
-            due = started + sent / per_client
-            now = time.monotonic()
-            if due - started >= seconds:
-                break
-            if due > now:
-                await asyncio.sleep(due - now)
-            task = asyncio.create_task(one(client))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            sent += 1
-        if tasks:
-            await asyncio.wait(tasks, timeout=30.0)
+        await post_and_tally(client, f"{url}/work", ended, headers)
 
     transports = [
         AsyncRetryTransport(policy=policy, pacer=pacer, instruments=()) for _ in range(clients)
@@ -298,7 +274,17 @@ async def offer(
         [httpx.AsyncClient(transport=t, timeout=10.0, limits=limits) for t in transports]
     ) as opened:
         started = time.monotonic()
-        loops = [asyncio.create_task(client_loop(client, started)) for client in opened]
+        loops = [
+            asyncio.create_task(
+                offer_open_loop(
+                    functools.partial(one, client),
+                    started=started,
+                    rate=per_client,
+                    seconds=seconds,
+                )
+            )
+            for client in opened
+        ]
         if during is not None:
             loops.append(asyncio.create_task(_later(during, started)))
         await asyncio.wait_for(asyncio.gather(*loops), timeout=seconds + 60.0)
