@@ -4,15 +4,17 @@ The limit lives in the store (`_scripts`, which states the rule): every member r
 requests limit its pacer learned from the server's headers, and the store keeps the *lowest
 recent* one (a higher report replaces it only once nobody repeated the lower one for
 `_scripts` ``PACER_RECENT``), so one member's answers slow every member. Each member paces
-against that limit at its *share*: the limit divided by the members pacing the target, as the
-store counted them at the last step. Nothing happens on the request path: the pacer decides
-every send locally (`Pacer.reserve`), and a synchroniser step that has something to say for it
-(it sent since the last record, learned a new limit, is due to repeat its limit, or rejoins)
-sends one *record*; the answer sets the pacer's limit (`Pacer.adopt_limit`) and share
-(`Pacer.share`). The first answer after joining counts the whole namespace's members if it has
-more: processes that start together join the target together, and each would otherwise pace at
-one over the members that joined before it until its next step. A pacer that sends nothing
-costs nothing until it sends again.
+against that limit at its *share*, which follows demand: each record carries the member's
+*need* (the requests/s it asked for over the last `MEASURE_OVER` seconds, with `ROOM_TO_GROW`;
+unbounded while it asks for nearly all its share, `HELD_BACK`, or before it measured), and the
+store fills the limit max-min fair over the members' needs (`_scripts` states the rule).
+Nothing happens on the request path: the pacer decides every send locally (`Pacer.reserve`), and
+a synchroniser step that has something to say for it (it sent since the last record, learned a
+new limit, is due to repeat its limit, or rejoins) sends one *record*; the answer sets the
+pacer's limit (`Pacer.adopt_limit`) and share (`Pacer.share`). The first answer after joining
+counts the whole namespace's members if it has more: processes that start together join the
+target together, and each would otherwise pace at one over the members that joined before it
+until its next step. A pacer that sends nothing costs nothing until it sends again.
 
 Degraded (the store is slow, hung, down, answering garbage, or was never reached): the member
 keeps the last limit it saw and paces at a *conservative share*: one over the most members it
@@ -32,14 +34,24 @@ import weakref
 from typing import final
 
 from .._core.forks import after_fork_in_child
-from .._protect.pacer import Pacer
+from .._protect.pacer import Pacer, PacerStatistics
 from ._replies import PacerReply
 
-__all__ = ["REPORT_EVERY", "SharedPacer"]
+__all__ = ["HELD_BACK", "MEASURE_OVER", "MIN_NEED", "REPORT_EVERY", "ROOM_TO_GROW", "SharedPacer"]
 
 #: Seconds between two reports of an unchanged limit: well within the store's ``PACER_RECENT``
 #: (30 s), so a limit still learned by someone is never replaced by a higher one.
 REPORT_EVERY = 10.0
+#: Seconds a member's demand is measured over: its sends and refusals per second.
+MEASURE_OVER = 1.0
+#: A member asking for this fraction of the rate it paces at or more is held back by its
+#: share: its need is unbounded (it takes an equal part of what the others leave).
+HELD_BACK = 0.9
+#: A member's need is what it asked for times this: room to grow before it is held back.
+ROOM_TO_GROW = 1.25
+#: The least need a member reports (requests/s): a quiet member can still send at once, and
+#: asks for more at its next record.
+MIN_NEED = 1.0
 
 
 @final
@@ -55,7 +67,10 @@ class SharedPacer:
 
     __slots__ = (
         "__weakref__",
+        "_asked",
+        "_asked_at",
         "_lock",
+        "_need",
         "_pacer",
         "_reported_at",
         "_sends",
@@ -86,6 +101,11 @@ class SharedPacer:
         self._sends = 0  # the pacer's sends at the last record
         self._settled = False  # an answer came since joining (or rejoining)
         self._reported_at: float | None = None  # when (the pacer's clock); None: report now
+        # Demand: the sends and refusals counted at the last measure, and when; the need
+        # reported (None: unbounded, or not measured yet).
+        self._asked = 0
+        self._asked_at: float | None = None
+        self._need: float | None = None
         pacer.share = self.local_share()
         after_fork_in_child(self)
 
@@ -119,7 +139,8 @@ class SharedPacer:
             return stats.limit is not None and pacer.clock.now() - reported >= REPORT_EVERY
 
     def record(self) -> tuple[str, int]:
-        """The step's record (`_scripts`): the limit this member learned, and its fence."""
+        """The step's record (`_scripts`): the limit this member learned, its need, and its
+        fence."""
         pacer = self._pacer()
         stats = None if pacer is None else pacer.statistics()
         learned = None if stats is None else stats.limit
@@ -127,11 +148,27 @@ class SharedPacer:
             self._seq += 1
             self._sent = learned
             if pacer is not None and stats is not None:
-                self._reported_at = pacer.clock.now()
+                now = pacer.clock.now()
+                self._reported_at = now
                 self._sends = stats.sends
-            seq = self._seq
+                self._measure_need(stats, now)
+            seq, need = self._seq, self._need
         shown = "-" if learned is None else repr(learned)
-        return f"p {self.serial} {self.suffix} {shown} {seq}", 0
+        needed = "-" if need is None else repr(need)
+        return f"p {self.serial} {self.suffix} {shown} {needed} {seq}", 0
+
+    def _measure_need(self, stats: PacerStatistics, now: float) -> None:
+        """Every `MEASURE_OVER` seconds, the need from what was asked since (the caller holds
+        the lock): unbounded when that nearly fills the rate the member paces at."""
+        asked = stats.sends + stats.refused
+        since = self._asked_at
+        if since is not None and now - since < MEASURE_OVER:
+            return
+        if since is not None:
+            wanted = (asked - self._asked) / (now - since)
+            held = stats.rate is not None and wanted >= HELD_BACK * stats.rate
+            self._need = None if held else max(MIN_NEED, wanted * ROOM_TO_GROW)
+        self._asked, self._asked_at = asked, now
 
     def apply(self, reply: PacerReply, namespace_members: int) -> None:
         """Pace against the fleet's limit, at one over the members pacing the target."""
@@ -139,7 +176,12 @@ class SharedPacer:
             self.members = reply.members
             self.namespace_members = namespace_members
             self.limit = reply.limit
-            share = 1.0 / reply.members if self._settled else self.local_share()
+            if not self._settled:
+                share = self.local_share()
+            elif reply.share is not None:
+                share = reply.share
+            else:
+                share = 1.0 / reply.members
             self._settled = True
         pacer = self._pacer()
         if pacer is not None:

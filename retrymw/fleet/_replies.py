@@ -38,7 +38,8 @@ MAX_RATE = 1e9  # a requests limit, per second (`Pacer` accepts no more)
 MAX_COUNT = 10**12  # a pooled trailing-window count: a million members at a million each
 _MAX_TIME = 2**53  # store milliseconds (and versions, sequence numbers) stay exact as floats
 _INT = re.compile(r"-?[0-9]{1,16}")
-_FLOAT = re.compile(r"[0-9]{1,16}(?:\.[0-9]{1,17})?(?:e[+-]?[0-9]{1,3})?")
+# ``%.17g`` of a number below 0.1 has up to 20 decimals (0.00012345678901234567).
+_FLOAT = re.compile(r"[0-9]{1,16}(?:\.[0-9]{1,20})?(?:e[+-]?[0-9]{1,3})?")
 
 
 class ReplyError(ValueError):
@@ -78,11 +79,13 @@ class ThrottleReply:
 
 @dataclass(frozen=True, slots=True)
 class PacerReply:
-    """A pacer record's answer: the fleet's limit (per second; ``None``: nobody learned one)
-    and the members pacing the target."""
+    """A pacer record's answer: the fleet's limit (per second; ``None``: nobody learned one),
+    the members pacing the target, and this member's share of the limit by the members'
+    needs (``None`` without a limit)."""
 
     limit: float | None
     members: int
+    share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,11 +222,16 @@ def _record(
             members=_int(words[3], "members", 1, MAX_MEMBERS),
         )
     if kind == "p":
-        words = _words(line, 2, "pacer")
+        # ``- <members>`` while no limit is known; ``<limit> <members> <share>`` once one is.
+        words = _words(line, 2 if line.startswith("- ") else 3, "pacer")
         limit = None if words[0] == "-" else _float(words[0], "limit", MAX_RATE)
         if limit == 0.0:
             raise ReplyError("limit 0.0 is outside (0, 1e9]")
-        return PacerReply(limit=limit, members=_int(words[1], "members", 1, MAX_MEMBERS))
+        share = None if limit is None else _float(words[2], "share", 1.0)
+        if share == 0.0:
+            raise ReplyError("share 0.0 is outside (0, 1]")
+        members = _int(words[1], "members", 1, MAX_MEMBERS)
+        return PacerReply(limit=limit, members=members, share=share)
     if line != "x":
         raise ReplyError(f"a leave line is {line[:40]!r}")
     return None

@@ -46,8 +46,8 @@ PACER_RECENT_MS = 30_000
 #   -> ``<state> <reopen> <version> <members> <votes>``: the breaker rule below.
 # * ``t <serial> <S> <requests> <accepts> <overloaded>``
 #   -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
-# * ``p <serial> <S> <limit> <seq>`` -> ``<limit> <members>``: the pacer rule below (a limit
-#   ``-``: none learned, or none in the store).
+# * ``p <serial> <S> <limit> <need> <seq>`` -> ``<limit> <members> [<share>]``: the pacer rule
+#   below (a limit ``-``: none learned, or none in the store; a need ``-``: unbounded).
 # * ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
 #
 # The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
@@ -84,7 +84,12 @@ PACER_RECENT_MS = 30_000
 # slows every member, and a limit the server raised is taken once nobody repeats the old one.
 # A report is fenced by its link's sequence number: one not newer than the last taken is
 # ignored (membership still counts). ``members`` counts the live members pacing the target
-# (recounted at each sweep); each paces at ``limit / members``.
+# (recounted at each sweep). Shares follow demand, max-min fair: each record carries the
+# member's *need*, the requests/s it asks for (what it asked with room to grow; unbounded,
+# ``-``, while it is held back at its share or has not measured yet). The limit is filled like
+# water: every need below the level is met, the members above it share the rest equally, and
+# what no need takes is split among all. The reply's ``share`` is this member's part, ``give /
+# limit``; the parts never sum past the limit. Equal needs (or none measured) give equal shares.
 #
 # **The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
 # open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process
@@ -341,7 +346,21 @@ end
 
 local PACER_RECENT = 30000  -- PACER_RECENT_MS in Python
 
-local function pacer(id, suffix, limit, seq)
+-- This member's part of ``limit`` by max-min fairness over every member's need (math.huge:
+-- unbounded), ``own`` its own need.
+local function fair_share(needs, own, limit)
+  table.sort(needs)
+  local remaining, k = limit, #needs
+  for i = 1, #needs do
+    if needs[i] * k >= remaining then  -- the level: the rest split among these k
+      return math.min(own, remaining / k) / limit
+    end
+    remaining, k = remaining - needs[i], k - 1
+  end
+  return (own + remaining / #needs) / limit  -- every need met: the rest split among all
+end
+
+local function pacer(id, suffix, limit, need, seq)
   local key = prefix .. 'pacer:' .. suffix
   local own = 'p' .. id
   local s = redis.call('HMGET', key, 'limit', 'limit_at', 'n', 'sweep', own)
@@ -355,7 +374,8 @@ local function pacer(id, suffix, limit, seq)
     n = n + 1
   end
   if seq ~= nil then
-    mine = (limit and string.format('%.17g', limit) or '-') .. ':' .. seq
+    mine = (limit and string.format('%.17g', limit) or '-') .. ':' ..
+      (need and string.format('%.17g', need) or '-') .. ':' .. seq
     if limit ~= nil and limit > 0 and
         (low == nil or limit <= low or now - low_at >= PACER_RECENT) then
       low, low_at = limit, now
@@ -378,13 +398,25 @@ local function pacer(id, suffix, limit, seq)
     redis.call('PEXPIRE', key, key_ttl)
   end
   n = math.max(1, n)
-  if low ~= nil then
-    redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine,
-      'limit', string.format('%.17g', low), 'limit_at', low_at)
-    return string.format('%.17g', low) .. ' ' .. n
+  if low == nil then
+    redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine)
+    return '- ' .. n
   end
-  redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine)
-  return '- ' .. n
+  redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine,
+    'limit', string.format('%.17g', low), 'limit_at', low_at)
+  local needs, own_need = {}, math.huge
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 1) == 'p' then
+      -- ``limit:need:seq``; a need not a number (``-``, or an older member's ``limit:seq``)
+      -- is unbounded.
+      local need_of = tonumber(string.match(all[i + 1], '^[^:]*:([^:]*):[^:]*$')) or math.huge
+      needs[#needs + 1] = need_of
+      if all[i] == own then own_need = need_of end
+    end
+  end
+  local share = math.min(1, fair_share(needs, own_need, low))
+  return string.format('%.17g', low) .. ' ' .. n .. ' ' .. string.format('%.17g', share)
 end
 
 local function leave(kind, id, suffix)
@@ -441,7 +473,7 @@ for line in string.gmatch(ARGV[5], '[^\\n]+') do
   elseif op == 't' then
     out[#out + 1] = throttle(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
   elseif op == 'p' then
-    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), tonumber(f[5]))
+    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
   elseif op == 'x' then
     out[#out + 1] = leave(f[2], member .. '.' .. f[3], f[4])
   else

@@ -1,4 +1,5 @@
-"""A member of the fleet pacing test: ``python fleet_pacing_worker.py SERVER REDIS START RUN RATE``.
+"""A member of the fleet pacing test:
+``python fleet_pacing_worker.py SERVER REDIS START RUN RATE [TAG [SYNC_INTERVAL]]``.
 
 From ``START`` (the monotonic clock, which every process of the machine shares) for ``RUN`` seconds
 it offers ``RATE`` requests/s (open loop) to the rate-limited server at ``SERVER`` through an
@@ -6,7 +7,8 @@ it offers ``RATE`` requests/s (open loop) to the rate-limited server at ``SERVER
 `RedisFleet` on it. While it runs it samples the fleet's health and the event loop's lateness
 (a store that blocked the loop would show there); at the end it prints one JSON line: how the
 calls ended, the fleet's statistics, the pacer's share and limits, when it first saw itself
-degraded, and the loop's worst lateness.
+degraded, and the loop's worst lateness. ``TAG`` (default 0) is sent as each request's
+``x-cost``, which the server logs: the test tells members apart by it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ SYNC_INTERVAL = "3s"  # store commands per call: members / (interval * calls/s) 
 
 
 async def run(
-    server: str, fleet: RedisFleet | None, start: float, seconds: float, rate: float
+    server: str, fleet: RedisFleet | None, start: float, seconds: float, rate: float, tag: str
 ) -> dict[str, Any]:
     ended = new_tally()
     samples: dict[str, Any] = {"first_degraded": None, "shares_degraded": [], "lateness": 0.0}
@@ -58,7 +60,7 @@ async def run(
         await asyncio.sleep(max(0.0, start - time.monotonic()))
         watcher = asyncio.create_task(watch())
         await offer_open_loop(
-            functools.partial(post_and_tally, client, f"{server}/work", ended, {}),
+            functools.partial(post_and_tally, client, f"{server}/work", ended, {"x-cost": tag}),
             started=start,
             rate=rate,
             seconds=seconds,
@@ -78,11 +80,13 @@ async def run(
 def main() -> None:
     server, redis_url = sys.argv[1], sys.argv[2]
     start, seconds, rate = map(float, sys.argv[3:6])
+    tag = sys.argv[6] if len(sys.argv) > 6 else "0"
+    interval = sys.argv[7] if len(sys.argv) > 7 else SYNC_INTERVAL
     fleet = None
     if redis_url != "-":
-        fleet = RedisFleet(redis_url, namespace="pacing", sync_interval=SYNC_INTERVAL)
+        fleet = RedisFleet(redis_url, namespace="pacing", sync_interval=interval)
     try:
-        result = asyncio.run(run(server, fleet, start, seconds, rate))
+        result = asyncio.run(run(server, fleet, start, seconds, rate, tag))
     finally:
         if fleet is not None:
             stats = fleet.statistics()

@@ -68,20 +68,31 @@ def store_commands(store: RedisServer) -> tuple[int, int]:
 
 
 def run_members(
-    url: str, redis_url: str, start: float, during: Callable[[], object] | None = None
+    url: str,
+    redis_url: str,
+    start: float,
+    during: Callable[[], object] | None = None,
+    *,
+    rates: tuple[float, ...] = (PER_MEMBER,) * MEMBERS,
+    interval: str = "3s",
 ) -> list[dict[str, Any]]:
-    """Launch the members, run ``during`` on a thread meanwhile, wait (bounded) for the
-    members' reports, stop them by pid."""
+    """Launch one member per offered rate in ``rates`` (member ``i`` tags its requests
+    ``x-cost: i``), run ``during`` on a thread meanwhile, wait (bounded) for the members'
+    reports, stop them by pid."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    arguments = [url, redis_url, repr(start), repr(RUN), repr(PER_MEMBER)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-P", str(WORKER), *arguments],
+            [
+                sys.executable,
+                "-P",
+                str(WORKER),
+                *(url, redis_url, repr(start), repr(RUN), repr(rate), str(tag), interval),
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
         )
-        for _ in range(MEMBERS)
+        for tag, rate in enumerate(rates)
     ]
     helper = None if during is None else threading.Thread(target=during)
     results = []
@@ -191,3 +202,23 @@ def test_a_hung_store_leaves_every_member_pacing_at_its_share(
         assert result["lateness"] < 0.5  # nothing on the loop waited for the store
     assert during.throttled_share <= 0.05
     assert during.served_per_second >= 42.0
+
+
+def test_shares_follow_each_members_demand(server: Server, redis: RedisServer) -> None:
+    """One member offering 40 requests/s and three offering 3/s against the 50/s limit: with
+    equal shares the busy one would be held to 12/s and most of the limit left unused. After
+    4 s (a second to measure, a step or two to hear the others): the busy member served
+    >= 30/s, >= 42/s in total, 429s <= 5%."""
+    start = time.monotonic() + LEAD
+    results = run_members(server.url, redis.url, start, rates=(40.0, 3.0, 3.0, 3.0), interval="1s")
+    log = server.log()
+    after = figures(log, start + 4.0, start + RUN)
+    busy = [row for row in log if row[2] == 0 and row[1] == 200 and start + 4.0 <= row[0]]
+    busy_served = len([row for row in busy if row[0] < start + RUN]) / (RUN - 4.0)
+    report("demand", after, summed(results))
+    print(
+        f"demand: busy member served {busy_served:.1f}/s; shares {[r['shares'] for r in results]}"
+    )
+    assert after.throttled_share <= 0.05
+    assert busy_served >= 30.0
+    assert after.served_per_second >= 42.0

@@ -16,7 +16,7 @@ import pytest
 from retrymw import Pacer, PerTarget, Retrier
 from retrymw._protect.pacer import HEADROOM, RateLimits
 from retrymw.fleet import RedisFleet
-from retrymw.fleet._pacer import REPORT_EVERY, SharedPacer
+from retrymw.fleet._pacer import REPORT_EVERY, ROOM_TO_GROW, SharedPacer
 from retrymw.fleet._replies import PacerReply, ReplyError, parse_step
 from retrymw.testing import FakeClock
 
@@ -109,12 +109,12 @@ def test_a_member_reports_what_it_learned_when_it_changes_and_every_report_perio
     pacer = Pacer(name="api", clock=clock)
     link = SharedPacer(pacer, "a%3Ab:h", 7, assumed_members=10)
     assert link.due()  # a new link joins at once
-    assert link.record() == ("p 7 a%3Ab:h - 1", 0)
+    assert link.record() == ("p 7 a%3Ab:h - - 1", 0)  # no limit, no need measured yet
     link.apply(PacerReply(limit=None, members=1), 1)
     assert not link.due()
     learned(pacer, clock, 50.0)
     assert link.due()
-    assert link.record() == ("p 7 a%3Ab:h 50.0 2", 0)  # each record newer than the last (fence)
+    assert link.record() == ("p 7 a%3Ab:h 50.0 - 2", 0)  # each newer than the last (fence)
     assert not link.due()
     clock.advance(REPORT_EVERY - 0.5)
     assert not link.due()
@@ -128,10 +128,26 @@ def test_replies_are_checked() -> None:
     def pacer_reply(line: str) -> object:
         return parse_step(f"1 0 1 -\n{line}", ["p"], [0]).records[0]
 
-    assert pacer_reply("50 4") == PacerReply(limit=50.0, members=4)
+    assert pacer_reply("50 4 0.25") == PacerReply(limit=50.0, members=4, share=0.25)
     assert pacer_reply("- 1") == PacerReply(limit=None, members=1)
-    assert pacer_reply("0.83333333333333337 2") == PacerReply(limit=0.8333333333333334, members=2)
-    for garbage in ["0 4", "-1 4", "nan 4", "inf 4", "1e10 4", "50 0", "50", "50 4 4", "x 1"]:
+    assert pacer_reply("0.83333333333333337 2 1") == PacerReply(
+        limit=0.8333333333333334, members=2, share=1.0
+    )
+    for garbage in [
+        "0 4 1",
+        "-1 4 1",
+        "nan 4 1",
+        "inf 4 1",
+        "1e10 4 1",
+        "50 0 1",
+        "50",
+        "50 4",  # a limit comes with a share
+        "50 4 0",
+        "50 4 1.5",
+        "50 4 x",
+        "- 1 1",
+        "x 1",
+    ]:
         with pytest.raises(ReplyError):
             pacer_reply(garbage)
     with pytest.raises(ReplyError):
@@ -227,7 +243,41 @@ def test_an_older_report_is_fenced_off(redis_server: RedisServer) -> None:
         assert isinstance(raw, bytes)
         return raw.decode().split("\n")[1]
 
-    assert report("p 1 api: 40.0 5") == "40 1"
-    assert report("p 1 api: 30.0 4") == "40 1"  # older than report 5: not taken
-    assert report("p 1 api: 30.0 6") == "30 1"
-    assert report("p 1 api: - 7") == "30 1"  # nothing learned: the fleet's limit stands
+    assert report("p 1 api: 40.0 - 5") == "40 1 1"  # alone: the whole limit
+    assert report("p 1 api: 30.0 - 4") == "40 1 1"  # older than report 5: not taken
+    assert report("p 1 api: 30.0 - 6") == "30 1 1"
+    assert report("p 1 api: - - 7") == "30 1 1"  # nothing learned: the fleet's limit stands
+
+
+def test_shares_follow_demand_max_min_fair(fleets: list[RedisFleet]) -> None:
+    """One member asking for far more than its equal part, two asking for little: the two get
+    what they ask for with room to grow, the busy one the rest; when it goes quiet, every need
+    is met and the rest is split evenly. The shares never sum past the whole limit."""
+    clock = FakeClock()
+    pacers = [Pacer(name="api", clock=clock) for _ in fleets]
+    for fleet, pacer in zip(fleets, pacers, strict=True):
+        fleet.attach(pacer, target="llm")
+        learned(pacer, clock, 60.0)
+
+    def second(asked: list[int]) -> None:
+        """Each member asks for ``asked[i]`` sends in one second, two more with the steps
+        (`step` reserves once each round: the last round's falls in this second); then two
+        rounds of steps (the second hears every member's new need)."""
+        for pacer, count in zip(pacers, asked, strict=True):
+            for _ in range(count):
+                pacer.reserve(clock.now())
+        clock.advance(1.0)
+        for _ in range(2):
+            step(fleets, pacers, clock)
+
+    step(fleets, pacers, clock)
+    step(fleets, pacers, clock)
+    assert [p.share for p in pacers] == [pytest.approx(1 / 3)] * 3  # nothing measured yet
+    second([38, 0, 0])  # 40/s, more than the busy member's 19.6/s: it is held back
+    quiet_need = 2 * ROOM_TO_GROW  # 2/s asked
+    assert pacers[1].share == pytest.approx(quiet_need / 60)
+    assert pacers[2].share == pytest.approx(quiet_need / 60)
+    assert pacers[0].share == pytest.approx((60 - 2 * quiet_need) / 60)
+    assert sum(p.share for p in pacers) <= 1.0 + 1e-9
+    second([0, 0, 0])  # the busy member went quiet: it gives its share back, all equal again
+    assert [p.share for p in pacers] == [pytest.approx(1 / 3)] * 3
