@@ -23,4 +23,5 @@ from retrymw.fleet._replies import PacerReply, parse_step
 def test_a_low_limit_as_the_store_writes_it_is_read(limit: str, value: float) -> None:
     reply = parse_step(f"1 0 1 -\n{limit} 2 0.5", ["p"], [0]).records[0]
     assert isinstance(reply, PacerReply)
-    assert (reply.limit, reply.members, reply.share) == (pytest.approx(value), 2, 0.5)
+    assert reply.limit == pytest.approx(value)
+    assert (reply.members, reply.share) == (2, 0.5)
