@@ -1,6 +1,7 @@
 """`RetryConfig`: what `load_config` returns, and the objects it builds from it.
 
-Breakers, budgets, throttles and retriers are stateful, so a config builds one of each per name
+Breakers, budgets, throttles, pacers, hedges and retriers are stateful, so a config builds one
+of each per name
 and shares it: ``config.breaker(name)`` is the very circuit ``config.retrier(name)`` uses, and
 the template of the per-host circuits every ``config.transport(name)`` shares. The sections
 hold keyword arguments, checked here against each class's signature so that a bad option is an
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from .._engine.retrier import Retrier
     from .._protect.breaker import CircuitBreaker
     from .._protect.budget import RetryBudget
+    from .._protect.hedge import Hedge
+    from .._protect.pacer import Pacer
     from .._protect.throttle import AdaptiveThrottle
     from ..httpx import AsyncRetryTransport, RetryTransport
 
@@ -35,24 +38,30 @@ __all__ = ["COMPONENTS", "RetryConfig", "components", "lookup", "unbound"]
 _T = TypeVar("_T")
 
 #: The protection sections of a config file, each name → keyword arguments of its class.
-COMPONENTS = ("breakers", "budgets", "throttles")
+COMPONENTS = ("breakers", "budgets", "throttles", "pacers", "hedges")
 # Options that are durations, so that files give them units there too (a breaker's window may
 # be a count).
 _COMPONENT_DURATIONS = {
     "breakers": ("recovery_timeout", "max_recovery_timeout"),
     "budgets": ("window", "blip"),
     "throttles": ("window",),
+    "pacers": (),
+    "hedges": (),  # ``after`` is a duration or a quantile such as ``p95``: `Hedge` reads it
 }
 _COMPONENT_EXAMPLES = {
     "breakers": "{failure_threshold: 5}",
     "budgets": "{ratio: 0.3}",
     "throttles": "{k: 2.0}",
+    "pacers": '{rate: "50/s", burst: 10}',
+    "hedges": "{after: p95, max_extra: 1}",
 }
+# Options that are code, not data: a program passes them to the object it builds itself.
+_CODE_ONLY = ("clock", "rng", "cost")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryConfig:
-    """Policies, breakers, budgets and throttles, as loaded by `load_config`.
+    """Policies and the protection bound to them by name, as loaded by `load_config`.
 
     Args:
         defaults: the policy built from ``retry_defaults``.
@@ -60,6 +69,9 @@ class RetryConfig:
         breakers: name → `CircuitBreaker` keyword arguments (``name`` defaults to the key).
         budgets: name → `RetryBudget` keyword arguments.
         throttles: name → `AdaptiveThrottle` keyword arguments (``name`` defaults to the key).
+        pacers: name → `Pacer` keyword arguments (``name`` defaults to the key; ``cost`` is
+            code: build that pacer in code).
+        hedges: name → `Hedge` keyword arguments.
 
     .. versionadded:: 0.1
     """
@@ -69,7 +81,9 @@ class RetryConfig:
     breakers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     throttles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # Breakers, budgets, throttles and retriers are stateful: one of each per name, shared.
+    pacers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    hedges: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The protection and the retriers are stateful: one of each per name, shared.
     _shared: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: ForkSafeLock = field(default_factory=ForkSafeLock, init=False, repr=False, compare=False)
 
@@ -102,13 +116,32 @@ class RetryConfig:
 
         return self._shared_instance("throttles", name, AdaptiveThrottle)
 
+    def pacer(self, name: str) -> Pacer:
+        """Return the `Pacer` ``pacers.<name>``, built once per config and shared (the template
+        of the transports' per-host pacers).
+
+        .. versionadded:: 0.5
+        """
+        from .._protect.pacer import Pacer
+
+        return self._shared_instance("pacers", name, Pacer)
+
+    def hedge(self, name: str) -> Hedge:
+        """Return the `Hedge` ``hedges.<name>``, built once per config and shared.
+
+        .. versionadded:: 0.5
+        """
+        from .._protect.hedge import Hedge
+
+        return self._shared_instance("hedges", name, Hedge)
+
     def retrier(self, name: str | None = None) -> Retrier:
         """Return the `Retrier` for policy ``name`` (the defaults when ``None``).
 
         It is built once per config and name and then shared, so every caller sees the same
-        circuit state and spends the same cross-call budget. The breaker, budget and throttle
-        named like the policy are used when configured; otherwise the `Retrier` defaults apply
-        (no breaker, a default budget, no throttle).
+        circuit state and spends the same cross-call budget. The breaker, budget, throttle,
+        pacer and hedge named like the policy are used when configured; otherwise the `Retrier`
+        defaults apply (no breaker, a default budget, no throttle, pacer or hedge).
 
         Raises:
             KeyError: no such policy.
@@ -128,10 +161,11 @@ class RetryConfig:
     ) -> RetryTransport:
         """Return a new `retrymw.httpx.RetryTransport` for policy ``name``.
 
-        The transport gets the policy; the breaker, budget and throttle configured under its
-        name (the same objects as `breaker`, `budget`, `throttle` and `retrier` use: one
-        cross-call budget serves both, and the breaker is the template of the transport's one
-        circuit per host, shared by every transport built for the name); and every named
+        The transport gets the policy; the breaker, budget, throttle and pacer configured under
+        its name (the same objects as `breaker`, `budget`, `throttle`, `pacer` and `retrier`
+        use: one cross-call budget serves both, and the breaker and pacer are the templates of
+        the transport's one circuit and pacer per host, shared by every transport built for
+        the name; a sync transport does not hedge, so a hedge is left out); and every named
         policy of the config, which a request selects with ``extensions={"retrymw": "other"}``.
         Each call builds a new transport (it owns a connection pool); build it once per client.
 
@@ -148,12 +182,14 @@ class RetryConfig:
         from ..httpx import RetryTransport
 
         policy, protection = self._parts(name)
+        protection.pop("hedge", None)  # a blocking attempt cannot be raced
         return RetryTransport(transport, policy=policy, policies=self.policies, **protection)
 
     def async_transport(
         self, name: str | None = None, transport: httpx.AsyncBaseTransport | None = None
     ) -> AsyncRetryTransport:
-        """Return a new `retrymw.httpx.AsyncRetryTransport`; see `transport`.
+        """Return a new `retrymw.httpx.AsyncRetryTransport`; see `transport` (this one also
+        gets the hedge configured under the name).
 
         .. versionadded:: 0.2
         """
@@ -173,6 +209,10 @@ class RetryConfig:
             protection["budget"] = self.budget(key)
         if key in self.throttles:
             protection["throttle"] = self.throttle(key)
+        if key in self.pacers:
+            protection["pacer"] = self.pacer(key)
+        if key in self.hedges:
+            protection["hedge"] = self.hedge(key)
         return policy, protection
 
     def _shared_instance(self, section: str, name: str, factory: Callable[..., _T]) -> _T:
@@ -221,7 +261,7 @@ def components(
         for key in _COMPONENT_DURATIONS[section]:
             if kwargs.get(key) is not None:
                 duration(kwargs[key], f"{section}.{name}.{key}")
-        if section != "budgets":  # a breaker's or throttle's name is its key unless given
+        if section in ("breakers", "throttles", "pacers"):  # named after the key unless given
             kwargs.setdefault("name", name)
         result[name] = MappingProxyType(kwargs)
     return result
@@ -231,9 +271,12 @@ def construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) 
     """Build ``factory(**kwargs)``, naming ``path`` and the option in any error."""
     named = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
     parameters = inspect.signature(factory).parameters.values()
-    # Clocks and random sources are objects that code injects; config only holds data.
-    known = [p.name for p in parameters if p.kind in named and p.name not in ("clock", "rng")]
+    # Clocks, random sources and callables are objects that code injects; config holds data.
+    known = [p.name for p in parameters if p.kind in named and p.name not in _CODE_ONLY]
     for key, value in kwargs.items():
+        if key in _CODE_ONLY:
+            problem = f"is code, not data: build the {factory.__name__} in code and pass it"
+            raise ConfigError(f"{path}.{key}", value, problem, f"{factory.__name__}(...)")
         if key not in known:
             problem = f"unknown {factory.__name__} option, known: {', '.join(known)}"
             raise ConfigError(f"{path}.{key}", value, problem, "failure_threshold: 5")

@@ -73,8 +73,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
     """Load a `RetryConfig` from a ``.yaml``/``.yml``/``.toml`` file or from a mapping.
 
     Top-level keys are ``retry_defaults``, ``policies`` (name → fields merged over the
-    defaults), ``breakers``, ``budgets`` and ``throttles``. A single ``retry_config:`` block,
-    or a bare mapping of policy fields, is the defaults.
+    defaults), ``breakers``, ``budgets``, ``throttles``, ``pacers`` and ``hedges``. A single
+    ``retry_config:`` block, or a bare mapping of policy fields, is the defaults.
 
     Args:
         source: a path, or a mapping shaped like the file.
@@ -138,7 +138,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
             for section in COMPONENTS
         },
     )
-    # Build every breaker, budget and throttle now, so a bad option is an error of load_config
+    # Build all the protection now, so a bad option is an error of load_config
     # (with its path) and not of the first request that needs it. They are cached and shared.
     for name in config.breakers:
         config.breaker(name)
@@ -146,6 +146,10 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
         config.budget(name)
     for name in config.throttles:
         config.throttle(name)
+    for name in config.pacers:
+        config.pacer(name)
+    for name in config.hedges:
+        config.hedge(name)
     # Then the names: protection binds to the policy of its name (a defaults' name included),
     # so any other name is a typo that would protect nothing. Options are reported first.
     policy_names = {*config.policies, config.defaults.name}

@@ -61,6 +61,8 @@ _BUILDERS: Mapping[str, Callable[[RetryConfig, str], object]] = {
     "breakers": RetryConfig.breaker,
     "budgets": RetryConfig.budget,
     "throttles": RetryConfig.throttle,
+    "pacers": RetryConfig.pacer,
+    "hedges": RetryConfig.hedge,
 }
 # Where a field can be spelt another way: RetryPolicy names the canonical field in its errors.
 _RETRY_FIELDS = (
@@ -102,6 +104,8 @@ def _summary(report: Report) -> str:
         _count(len(report.breakers), "breaker"),
         _count(len(report.budgets), "budget"),
         _count(len(report.throttles), "throttle"),
+        _count(len(report.pacers), "pacer"),
+        _count(len(report.hedges), "hedge"),
     ]
     return f"OK: {', '.join(parts)}; {warned}"
 

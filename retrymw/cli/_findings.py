@@ -47,6 +47,8 @@ class Report:
         breakers: the names of the breakers that validated.
         budgets: the names of the budgets that validated.
         throttles: the names of the throttles that validated.
+        pacers: the names of the pacers that validated.
+        hedges: the names of the hedges that validated.
         lines: field path → line in the file, for the findings' lines.
     """
 
@@ -56,6 +58,8 @@ class Report:
     breakers: list[str] = field(default_factory=list)
     budgets: list[str] = field(default_factory=list)
     throttles: list[str] = field(default_factory=list)
+    pacers: list[str] = field(default_factory=list)
+    hedges: list[str] = field(default_factory=list)
     lines: Mapping[str, int] = field(default_factory=dict)
 
     def error(self, error: ConfigError) -> None:

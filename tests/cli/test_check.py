@@ -43,7 +43,7 @@ def test_check_accepts_a_valid_config() -> None:
     assert result.returncode == 0, result.stdout
     assert result.stdout == (
         "examples/policies.yaml: OK: 3 policies (payments, search, reports), "
-        "1 breaker, 1 budget, no throttles; no warnings\n"
+        "1 breaker, 1 budget, no throttles, no pacers, no hedges; no warnings\n"
     )
 
 
@@ -76,8 +76,8 @@ def test_check_prints_errors_warnings_and_a_summary_per_file(
     assert code == 1
     summaries = [line for line in out.splitlines() if not line.startswith(("error", "warning"))]
     assert [line.split(".yaml: ", 1)[1] for line in summaries] == [
-        "OK: 3 policies (payments, search, reports), 1 breaker, 1 budget, no throttles; "
-        "no warnings",
+        "OK: 3 policies (payments, search, reports), 1 breaker, 1 budget, no throttles, "
+        "no pacers, no hedges; no warnings",
         "5 errors, 1 warning",
     ]
 
@@ -125,7 +125,8 @@ def test_check_counts_throttles_in_a_valid_file(tmp_path: Path) -> None:
     result = run_cli("check", str(path))
     assert result.returncode == 0, result.stdout
     assert result.stdout == (
-        f"{path}: OK: no policies, no breakers, no budgets, 1 throttle; no warnings\n"
+        f"{path}: OK: no policies, no breakers, no budgets, 1 throttle, no pacers, no hedges; "
+        "no warnings\n"
     )
     policies: dict[str, Any] = {"api": {}, "search": {}}
     bad = check_data({"policies": policies, "throttles": {"api": {"k": "two"}, "search": []}})

@@ -555,7 +555,7 @@ def fake_breaker(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.param(
             {"clock": "monotonic"},
             "breakers.db.clock",
-            "known: name, failure_threshold;",
+            "is code, not data: build the",
             id="clock-is-not-config",
         ),
         pytest.param(
