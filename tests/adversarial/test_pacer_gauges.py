@@ -29,7 +29,8 @@ def limit_gauge(registry: CollectorRegistry) -> float:
     return value
 
 
-def test_the_limit_gauge_is_the_lower_of_the_learned_and_the_fleets() -> None:
+def exported_pacer() -> tuple[Pacer, CollectorRegistry]:
+    """A pacer behind a retrier exporting to Prometheus, its gauges there (after one call)."""
     clock = FakeClock()
     registry = CollectorRegistry()
     pacer = Pacer(clock=clock)
@@ -37,28 +38,23 @@ def test_the_limit_gauge_is_the_lower_of_the_learned_and_the_fleets() -> None:
         pacer=pacer, clock=clock, instruments=[PrometheusInstrument(registry=registry)]
     )
     retrier.call_sync(ok)
+    return pacer, registry
 
-    def gauge() -> float:
-        return limit_gauge(registry)
 
-    assert gauge() == 0.0  # nothing known
-    pacer.learn(clock.now(), limits=RateLimits(requests=10.0))
-    assert gauge() == 10.0
+def test_the_limit_gauge_is_the_lower_of_the_learned_and_the_fleets() -> None:
+    pacer, registry = exported_pacer()
+    assert limit_gauge(registry) == 0.0  # nothing known
+    pacer.learn(pacer.clock.now(), limits=RateLimits(requests=10.0))
+    assert limit_gauge(registry) == 10.0
     pacer.adopt_limit(4.0)  # another member learned less: every member paces at it
-    assert gauge() == 4.0
+    assert limit_gauge(registry) == 4.0
     pacer.adopt_limit(25.0)  # the fleet's is higher: the learned one governs
-    assert gauge() == 10.0
+    assert limit_gauge(registry) == 10.0
     pacer.adopt_limit(None)
-    assert gauge() == 10.0
+    assert limit_gauge(registry) == 10.0
 
 
 def test_a_fleet_limit_alone_is_shown() -> None:
-    clock = FakeClock()
-    registry = CollectorRegistry()
-    pacer = Pacer(clock=clock)
-    retrier = Retrier(
-        pacer=pacer, clock=clock, instruments=[PrometheusInstrument(registry=registry)]
-    )
-    retrier.call_sync(ok)
+    pacer, registry = exported_pacer()
     pacer.adopt_limit(6.0)  # this member learned nothing itself yet
     assert limit_gauge(registry) == 6.0
