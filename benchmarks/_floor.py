@@ -14,11 +14,14 @@ the least the contract can cost against 0.x's primitives.
   retried attempt's outcome, error type and exception set on its span as it ends; each
   attempt's duration and each backoff's duration (no exemplar); ``sleep(0)`` twice; the call
   duration, the attempts per call (no exemplar) and the call span's outcome;
-- httpx 200 (`OtelHttpFloor`, a transport around the send): the CLIENT span with the
+- httpx 200 (`OtelHttpFloor`, a transport around the send): the INTERNAL call span made
+  current (3 attributes: a call that may retry opens it before its first attempt, since a
+  span's parent is fixed when it starts, docs/telemetry.md), the CLIENT span under it with the
   semantic-convention attributes (``url.full`` redacted) made current and injected into the
   request's headers, the attempt duration (no exemplar), ``http.client.request.duration`` (its
-  exemplar the CLIENT span), the outcome, status and protocol version set on the span, and the
-  call duration.
+  exemplar the CLIENT span), the outcome, status and protocol version set on the CLIENT span,
+  the call duration (its exemplar the call span), and the outcome and attempt count set on the
+  call span.
 """
 
 from __future__ import annotations
@@ -198,12 +201,22 @@ class OtelHttpFloor(httpx.AsyncBaseTransport):
         self.no_span = trace.set_span_in_context(INVALID_SPAN, Context())
         self.attach, self.detach = otel_context.attach, otel_context.detach
         self.inject, self.in_context = propagate.inject, trace.set_span_in_context
-        self.client, self.redact_url = SpanKind.CLIENT, redact_url
+        self.client, self.internal, self.redact_url = SpanKind.CLIENT, SpanKind.INTERNAL, redact_url
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         names = self.names
         started = time.monotonic()
         url, method = request.url, request.method
+        call_span = self.tracer.start_span(
+            f"retrymw {method}",
+            kind=self.internal,
+            attributes={
+                names.ATTR_POLICY: POLICY,
+                names.ATTR_TARGET: url.host,
+                names.ATTR_MAX_ATTEMPTS: 3,
+            },
+        )
+        call_token = self.attach(self.in_context(call_span))
         semconv: dict[str, Any] = {
             names.ATTR_HTTP_METHOD: method,
             names.ATTR_SERVER_ADDRESS: url.host,
@@ -242,4 +255,7 @@ class OtelHttpFloor(httpx.AsyncBaseTransport):
         self.detach(token)
         labels[names.ATTR_OUTCOME] = "success"
         self.call_duration.record(time.monotonic() - started, labels)
+        call_span.set_attributes({names.ATTR_OUTCOME: "success", names.ATTR_ATTEMPT_COUNT: 1})
+        call_span.end()
+        self.detach(call_token)
         return response

@@ -83,6 +83,7 @@ class CallRun(CallState):
         "status",
         "target",
         "throttle",
+        "times_instruments",
         "withholds",
     )
 
@@ -108,6 +109,9 @@ class CallRun(CallState):
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
         self.instrument_time = 0.0
+        # Only a deadline reads `instrument_time` (it does not count the instruments' time):
+        # without one, the hooks are not timed.
+        self.times_instruments = self.policy.deadline is not None
         # The instances that govern this call's target, resolved once: the very objects the
         # user gave, or their PerTarget's for this target.
         breaker, budget, throttle = runtime.breaker, runtime.budget, runtime.throttle
@@ -168,10 +172,9 @@ class CallRun(CallState):
         """Announce the call and enter the instruments' call scopes."""
         hooks = self.dispatch.call_started
         if hooks:
-            clock = self.runtime.clock
-            reported_from = clock.now()
+            reported_from = self._instruments_from()
             self.call_scopes = reports.call_started(self, hooks)
-            self.instrument_time += clock.now() - reported_from
+            self._instruments_took(reported_from)
 
     def open(self, result: object, error: Exception | None) -> float | None:
         """Start the call; return the delay before the next attempt, or None if it is over.
@@ -256,10 +259,9 @@ class CallRun(CallState):
         self.attempt += 1
         hooks = self.dispatch.attempt_started
         if hooks:
-            clock = self.runtime.clock
-            self.attempt_started_at = clock.now()
+            self.attempt_started_at = self.runtime.clock.now()
             self.attempt_scopes = reports.attempt_started(self, hooks)
-            self.instrument_time += clock.now() - self.attempt_started_at
+            self._instruments_took(self.attempt_started_at)
         elif self.dispatch.attempt_finished:
             self.attempt_started_at = self.runtime.clock.now()
         return True
@@ -439,8 +441,7 @@ class CallRun(CallState):
 
         The time their hooks take is the instruments' own (`CallState.instrument_time`).
         """
-        clock = self.runtime.clock
-        reported_from = clock.now()
+        reported_from = self._instruments_from()
         dispatch = self.dispatch
         hooks = dispatch.attempt_finished
         if hooks:
@@ -454,7 +455,7 @@ class CallRun(CallState):
                 self.sleep_scopes = reports.retry_scheduled(self, hooks, outcome, delay)
         elif self.reason is not None and dispatch.retry_denied:
             reports.retry_denied(self, dispatch.retry_denied, self.reason, outcome)
-        self.instrument_time += clock.now() - reported_from
+        self._instruments_took(reported_from)
 
     def conclude(self) -> Any:
         """Finish the call: emit its end, then return the value or raise, per the policy."""
@@ -472,13 +473,12 @@ class CallRun(CallState):
             self.attempt_scopes.suspend()
             self.call_scopes.suspend()
         elif hooks or self.call_scopes is not NO_SCOPES:
-            clock = self.runtime.clock
-            reported_from = clock.now()
+            reported_from = self._instruments_from()
             if hooks:
                 reports.call_finished(self, hooks, error)
             if self.call_scopes is not NO_SCOPES:
                 self.call_scopes.exit()
-            self.instrument_time += clock.now() - reported_from
+            self._instruments_took(reported_from)
         reason = self.reason
         # Retry at one layer: a call that retried, or whose retry was refused by the server or
         # by protection, hands on a final outcome; one that ran once by its policy does not.
@@ -568,6 +568,15 @@ class CallRun(CallState):
         self.call_scopes.exit(error)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _instruments_from(self) -> float:
+        """When the instruments' hooks start, if they are timed (`times_instruments`)."""
+        return self.runtime.clock.now() if self.times_instruments else 0.0
+
+    def _instruments_took(self, reported_from: float) -> None:
+        """Add the time the hooks took since ``reported_from`` to `instrument_time`, if timed."""
+        if self.times_instruments:
+            self.instrument_time += self.runtime.clock.now() - reported_from
 
     def _withheld(self, delay: float, outcome: Outcome) -> RetryReason | None:
         """Why the retry the policy granted (after ``delay``) does not happen, if it does not."""

@@ -238,3 +238,66 @@ async def test_a_blocking_exporter_does_not_eat_the_deadline(server: FlakyServer
     async with httpx.AsyncClient(transport=transport) as client:
         response = await client.get(url)
     assert response.status_code == 200
+
+
+# -- only a deadline times the instruments ---------------------------------------------------------
+
+
+class CountingClock(FakeClock):
+    """A fake clock that counts how often the call reads it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def now(self) -> float:
+        self.reads += 1
+        return super().now()
+
+
+class Scoped(Instrument):
+    """An instrument on every hook that opens a scope: the call takes the engine's full path."""
+
+    def call_started(self, event: Any) -> Any:
+        return _NullScope()
+
+    def attempt_started(self, event: Any) -> None:
+        pass
+
+    def attempt_finished(self, event: Any) -> None:
+        pass
+
+    def retry_scheduled(self, event: Any) -> None:
+        pass
+
+    def call_finished(self, event: Any) -> None:
+        pass
+
+
+class _NullScope:
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+async def test_without_a_deadline_the_hooks_are_not_timed() -> None:
+    """No deadline reads the instruments' time: a call that succeeds at once reads the clock
+    for its start, its attempt's start and end, and its end (the events' durations), not
+    around every hook (before: 11 reads). With a deadline the hooks are timed again."""
+    clock = CountingClock()
+    retrier = Retrier(RetryPolicy(attempts=3), instruments=(Scoped(),), budget=None, clock=clock)
+
+    async def ok() -> str:
+        return "ok"
+
+    assert await retrier.call(ok) == "ok"
+    assert clock.reads == 4
+
+    timed = CountingClock()
+    bounded = Retrier(
+        RetryPolicy(attempts=3, deadline=5.0), instruments=(Scoped(),), budget=None, clock=timed
+    )
+    assert await bounded.call(ok) == "ok"
+    assert timed.reads > 4

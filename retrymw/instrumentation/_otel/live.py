@@ -145,8 +145,8 @@ class LiveGauges:
 
     def saw(self, policy: str, raw_target: str) -> None:
         """A call of ``policy`` to ``raw_target``: the policy's shared objects serve it too."""
-        # Once per metric record: an admitted target is its own capped value, so one set lookup
-        # settles it (only targets past the cap are capped again each time).
+        # Once per new attribute set (`AttributeSets`): an admitted target is its own capped
+        # value, so one set lookup settles it (only targets past the cap are capped again).
         if (policy, raw_target) in self._pairs:
             return
         target = self._target(raw_target)

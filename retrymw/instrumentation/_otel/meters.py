@@ -74,11 +74,12 @@ class AttributeSets:
     ) -> dict[str, str]:
         """The policy and the target (capped, or moved to an overflow series past the series
         bound), ``key`` set to ``value`` if given, and ``error.type`` (capped) if given."""
-        if self._live.shared:  # a budget or throttle shared by the policy serves this target
-            self._live.saw(policy, target)
         combination = (policy, target, key, value, error_type)
         attributes = self._sets.get(combination)
         if attributes is None:
+            # A new (policy, target): the budgets or throttles the policy shares serve it too,
+            # now and once announced (`LiveGauges.attach` wires the pairs it saw).
+            self._live.saw(policy, target)
             bounds = self._bounds
             error = None if error_type is None else bounds.error_type(error_type)
             placed_policy, placed_target = bounds.place(
