@@ -28,7 +28,7 @@ from retrymw import (
     RetryBudget,
     RetryPolicy,
 )
-from retrymw._core.events import Attached
+from retrymw._core.events import Attached, CallFinished
 from retrymw.instrumentation import OpenTelemetryInstrument, PrometheusInstrument
 from retrymw.instrumentation import _names as names
 from retrymw.testing import FakeClock
@@ -438,3 +438,19 @@ def test_an_http_call_has_the_same_series_on_both_paths() -> None:
             "network_protocol_version": "1.1",
         }
         assert otel[size + "_sum", tuple(sorted(labels.items()))] == len(body)
+
+
+def test_a_shared_budget_announced_later_serves_the_targets_already_seen(
+    provider: tuple[MeterProvider, InMemoryMetricReader],
+) -> None:
+    """A call's attribute set is built once (`AttributeSets`), and its (policy, target) is
+    learnt then: a budget the policy shares, announced after calls to a target (another
+    `Retrier` of the same policy), is exported for that target at once, with no further call."""
+    meter_provider, reader = provider
+    instrument = OpenTelemetryInstrument(meter_provider=meter_provider)
+    instrument.call_finished(CallFinished("p", "a.test", "GET", "success", 1, 0.1, None))
+    budget = RetryBudget(min_capacity=10, clock=FakeClock())
+    instrument.attached(Attached("p", "", budget))
+    otel = otel_series(reader)
+    capacity = otel.get(("retrymw.retry_budget.capacity", ("p", "a.test")))
+    assert capacity == budget.statistics().capacity
