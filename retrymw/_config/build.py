@@ -55,6 +55,20 @@ _COMPONENT_EXAMPLES = {
     "pacers": '{rate: "50/s", burst: 10}',
     "hedges": "{after: p95, max_extra: 1}",
 }
+# One option of each section, the example an unknown option's error gives.
+_OPTION_EXAMPLES = {
+    "breakers": "failure_threshold: 5",
+    "budgets": "ratio: 0.3",
+    "throttles": "k: 2.0",
+    "pacers": 'rate: "50/s"',
+    "hedges": "after: p95",
+}
+# Options whose text carries a unit (a rate per second or minute; a duration or a quantile):
+# in a file a bare number is refused, as it is for the durations, and not read as per second.
+_COMPONENT_UNITS = {
+    "pacers": {"rate": '"50/s"', "tokens": '"10000/min"'},
+    "hedges": {"after": '"p95" or "50ms"'},
+}
 # Options that are code, not data: a program passes them to the object it builds itself.
 _CODE_ONLY = ("clock", "rng", "cost")
 
@@ -220,7 +234,7 @@ class RetryConfig:
         path = f"{section}.{name}"
         with self._lock:
             if path not in self._shared:
-                self._shared[path] = construct(factory, kwargs, path)
+                self._shared[path] = construct(factory, kwargs, section, name)
             instance: _T = self._shared[path]
         return instance
 
@@ -261,25 +275,38 @@ def components(
         for key in _COMPONENT_DURATIONS[section]:
             if kwargs.get(key) is not None:
                 duration(kwargs[key], f"{section}.{name}.{key}")
+        for key, example in _COMPONENT_UNITS.get(section, {}).items():
+            value = kwargs.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                problem = "a bare number has no unit"
+                raise ConfigError(f"{section}.{name}.{key}", value, problem, example)
         if section in ("breakers", "throttles", "pacers"):  # named after the key unless given
             kwargs.setdefault("name", name)
         result[name] = MappingProxyType(kwargs)
     return result
 
 
-def construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) -> _T:
-    """Build ``factory(**kwargs)``, naming ``path`` and the option in any error."""
+def construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], section: str, name: str) -> _T:
+    """Build ``factory(**kwargs)`` for ``<section>.<name>``, naming that path and the option in
+    any error, with an example from the section (a code-only option: how to pass it in code)."""
+    path = f"{section}.{name}"
+    example = _OPTION_EXAMPLES[section]
+    keyword = section.removesuffix("s")  # the Retrier's and transports' keyword: pacer=, ...
     named = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
     parameters = inspect.signature(factory).parameters.values()
     # Clocks, random sources and callables are objects that code injects; config holds data.
     known = [p.name for p in parameters if p.kind in named and p.name not in _CODE_ONLY]
     for key, value in kwargs.items():
         if key in _CODE_ONLY:
-            problem = f"is code, not data: build the {factory.__name__} in code and pass it"
-            raise ConfigError(f"{path}.{key}", value, problem, f"{factory.__name__}(...)")
+            problem = (
+                f"is code, not data: build the {factory.__name__} in code and pass it as"
+                f" {keyword}= to the Retrier or transport"
+            )
+            instead = f"{keyword}={factory.__name__}(..., {key}=...)"
+            raise ConfigError(f"{path}.{key}", value, problem, instead)
         if key not in known:
             problem = f"unknown {factory.__name__} option, known: {', '.join(known)}"
-            raise ConfigError(f"{path}.{key}", value, problem, "failure_threshold: 5")
+            raise ConfigError(f"{path}.{key}", value, problem, example)
     try:
         return factory(**kwargs)
     except ConfigError as error:
@@ -287,4 +314,4 @@ def construct(factory: Callable[..., _T], kwargs: Mapping[str, Any], path: str) 
     except TypeError as error:  # a value of the wrong type, e.g. a string compared to a number
         bad = next((key for key in kwargs if repr(key) in str(error)), None)
         where, value = (path, kwargs) if bad is None else (f"{path}.{bad}", kwargs[bad])
-        raise ConfigError(where, value, f"rejected: {error}", "failure_threshold: 5") from None
+        raise ConfigError(where, value, f"rejected: {error}", example) from None

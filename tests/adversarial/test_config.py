@@ -668,3 +668,75 @@ def test_a_budgets_blip_is_a_duration_in_config() -> None:
     assert loaded.budget("api").statistics().blip == 0.5
     with pytest.raises(ConfigError, match=r"budgets\.api\.blip"):
         load_config({"policies": {"api": {}}, "budgets": {"api": {"blip": 5}}}).budget("api")
+
+
+# Row C: pacers and hedges in a file.
+
+
+@pytest.mark.parametrize(
+    ("section", "option", "example"),
+    [
+        ("breakers", "speed", "failure_threshold: 5"),
+        ("budgets", "speed", "ratio: 0.3"),
+        ("throttles", "speed", "k: 2.0"),
+        ("pacers", "speed", 'rate: "50/s"'),
+        ("hedges", "name", "after: p95"),
+    ],
+)
+def test_an_unknown_option_is_answered_with_an_example_of_its_own_section(
+    section: str, option: str, example: str
+) -> None:
+    """Every section's unknown option was answered "expected e.g. failure_threshold: 5", a
+    breaker option that is as unknown to a pacer or a hedge as the typo itself."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"policies": {"llm": {}}, section: {"llm": {option: 3}}})
+    assert caught.value.field == f"{section}.llm.{option}"
+    assert f"expected e.g. {example}" in str(caught.value)
+
+
+def test_a_pacers_cost_in_a_file_says_to_pass_the_pacer_in_code() -> None:
+    """``cost`` is a callable: the error names the path and how to do it instead (``pacer=``)."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"policies": {"llm": {}}, "pacers": {"llm": {"cost": "len"}}})
+    assert caught.value.field == "pacers.llm.cost"
+    assert "pacer=Pacer(" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("section", "option", "value", "example"),
+    [
+        ("pacers", "rate", 5, '"50/s"'),
+        ("pacers", "tokens", 10000, '"10000/min"'),
+        ("pacers", "rate", 2.5, '"50/s"'),
+        ("hedges", "after", 5, '"p95" or "50ms"'),
+        ("hedges", "after", 0.05, '"p95" or "50ms"'),
+    ],
+)
+def test_a_bare_number_for_a_rate_or_a_hedge_delay_has_no_unit(
+    section: str, option: str, value: float, example: str
+) -> None:
+    """``rate: 5`` and ``after: 5`` loaded (5/s, 5 s) where every other duration in a file
+    must carry its unit (``after: 5`` meant 5 ms as often as 5 s); now a ConfigError."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"policies": {"llm": {}}, section: {"llm": {option: value}}})
+    assert caught.value.field == f"{section}.llm.{option}"
+    assert "a bare number has no unit" in str(caught.value)
+    assert f"expected e.g. {example}" in str(caught.value)
+
+
+@needs_yaml
+def test_check_reports_pacer_and_hedge_errors_with_their_lines(tmp_path: Path) -> None:
+    text = (
+        "policies:\n"
+        "  llm: {}\n"
+        "pacers:\n"
+        "  llm:\n"
+        "    rate: 5\n"
+        "hedges:\n"
+        "  llm:\n"
+        "    after: p150\n"
+        "  lm: {}\n"
+    )
+    report = check_file(str(write(tmp_path, "retry.yaml", text)))
+    found = sorted((f.line, f.message.split(": ")[0]) for f in report.errors)
+    assert found == [(5, "pacers.llm.rate"), (8, "hedges.llm.after"), (9, "hedges.lm")]
