@@ -87,10 +87,11 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> RetryConf
             file does not parse (also: a key written twice, aliases expanding past
             `MAX_ALIAS_NODES`), a value is invalid (also: an integer outside the 64-bit
             range, however many digits it is written with; a duration longer than
-            `MAX_DURATION` or shorter than 1ns but not 0), or a breaker, budget or throttle
-            is keyed by a name that is no policy's; the message names the field path, the bad
-            value (a long one by its start and length) and an accepted example, and for a
-            misspelt name the close match.
+            `MAX_DURATION` or shorter than 1ns but not 0; a bare number for a pacer's rate or
+            a hedge's ``after``), or a breaker, budget, throttle, pacer or hedge is keyed by a
+            name that is no policy's; the message names the field path, the bad value (a long
+            one by its start and length) and an accepted example, and for a misspelt name the
+            close match.
         ImportError: a YAML file was given and PyYAML is not installed.
 
     Warns:

@@ -45,10 +45,11 @@ HELP = "validate config files: every error with its line and field path, and war
 DESCRIPTION = """\
 Validate retrymw config files (YAML or TOML). Every error is printed with its line (exact for
 YAML, the key's line for TOML), its field path, the bad value and an accepted example; every
-bad entry of a list is reported, not only the first; so is a breaker, budget or throttle keyed
-by a name that is no policy's (with the close match). Warnings point at settings that are valid
-but probably not what was meant: a backoff without a delay, a retry_budget or deadline shorter
-than the first delay, jitter on a custom delay list, attempts=1 with retry fields set."""
+bad entry of a list is reported, not only the first; so is a breaker, budget, throttle, pacer
+or hedge keyed by a name that is no policy's (with the close match). Warnings point at settings
+that are valid but probably not what was meant: a backoff without a delay, a retry_budget or
+deadline shorter than the first delay, jitter on a custom delay list, attempts=1 with retry
+fields set."""
 EPILOG = """\
 examples:
   retrymw check policies.yaml
