@@ -12,6 +12,10 @@ Row B: a breaker, budget or throttle keyed by a name that is no policy bound to 
 ``retrymw check --strict`` said OK. It is now an error of ``load_config`` and a finding of
 ``retrymw check`` with its line, suggesting the close match; ``config.policy(name)`` and a
 transport's per-request policy name suggest it too.
+
+Row C: ``pacers:`` and ``hedges:``. An unknown option of any section was answered with a
+breaker's example; a pacer's ``cost`` did not say to pass ``pacer=`` in code; ``rate: 5`` and
+``after: 5`` loaded as 5/s and 5 s where every duration in a file must carry its unit.
 """
 
 from __future__ import annotations
@@ -377,6 +381,14 @@ PLACES = [
         "policies:\n  p: {{}}\nbudgets:\n  p: {{ratio: {v}, window: {v}}}\n",
         "[policies.p]\n[budgets.p]\nratio = {v}\nwindow = {v}\n",
     ),
+    (
+        "policies:\n  p: {{}}\npacers:\n  p: {{rate: {v}, burst: {v}, tokens: {v}}}\n",
+        "[policies.p]\n[pacers.p]\nrate = {v}\nburst = {v}\ntokens = {v}\n",
+    ),
+    (
+        "policies:\n  p: {{}}\nhedges:\n  p: {{after: {v}, max_extra: {v}, window: {v}}}\n",
+        "[policies.p]\n[hedges.p]\nafter = {v}\nmax_extra = {v}\nwindow = {v}\n",
+    ),
 ]
 
 _digits = st.integers(min_value=10**4, max_value=10**5).map(lambda n: "9" * n)
@@ -740,3 +752,31 @@ def test_check_reports_pacer_and_hedge_errors_with_their_lines(tmp_path: Path) -
     report = check_file(str(write(tmp_path, "retry.yaml", text)))
     found = sorted((f.line, f.message.split(": ")[0]) for f in report.errors)
     assert found == [(5, "pacers.llm.rate"), (8, "hedges.llm.after"), (9, "hedges.lm")]
+
+
+@pytest.mark.parametrize(
+    ("section", "option", "text"),
+    [
+        ("pacers", "rate", "5{pad}/s"),
+        ("pacers", "tokens", "1/{pad}"),
+        ("hedges", "after", "p9{pad}"),
+        ("hedges", "after", "1{pad}ms"),
+    ],
+)
+def test_refusing_a_huge_rate_or_hedge_delay_takes_linear_time(
+    section: str, option: str, text: str
+) -> None:
+    """A rate or ``after`` of 10**5 characters is a short ConfigError, and ten times the text
+    costs at most ~30 times the work (linear: ~10; quadratic: ~100)."""
+
+    def refuse_text(n: int) -> None:
+        value = text.format(pad="9" * n)
+        with pytest.raises(ConfigError) as caught:
+            load_config({"policies": {"p": {}}, section: {"p": {option: value}}})
+        assert caught.value.field == f"{section}.p.{option}"
+        assert len(str(caught.value)) < 1_000
+
+    floor = 0.002  # below this, process_time is too coarse to divide by
+    small = max(cpu_seconds(lambda: refuse_text(20_000)), floor)
+    ratio = cpu_seconds(lambda: refuse_text(200_000)) / small
+    assert ratio < 30, ratio
