@@ -2,10 +2,11 @@
 
 `retrymw.httpx` and `retrymw.httpx2` each declare ``AsyncRetryTransport`` and ``RetryTransport``
 as one of these shells plus their library's base transport class, and bind their `Flavour`
-(the errors, the default inner transports). Everything a transport does is here and in
-`exchange`: the policy a request runs under, the protection a transport is built with (in
-`TransportCore`, its one place), the SDK retry-count checks (`sdk`), the body buffering and the
-drive.
+(the errors, the default inner transports). The arguments are declared once, by the shells,
+and documented once, by `ASYNC_DOC` and `SYNC_DOC` (each face fills in its library's names with
+`face_doc`). Everything a transport does is here and in `exchange`: the policy a request runs
+under, the protection a transport is built with (in `TransportCore`, its one place), the SDK
+retry-count checks (`sdk`), the body buffering and the drive.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import logging
 import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from string import Template
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
@@ -46,12 +48,116 @@ if TYPE_CHECKING:
     from ..fleet import RedisFleet
     from ..stores import Store
 
-__all__ = ["AsyncShell", "SyncShell", "TransportCore"]
+__all__ = ["ASYNC_DOC", "SYNC_DOC", "AsyncShell", "SyncShell", "TransportCore", "face_doc"]
 
 logger = logging.getLogger("retrymw")
 
-A = TypeVar("A", bound="AsyncShell")
-S = TypeVar("S", bound="SyncShell")
+A = TypeVar("A", bound="AsyncShell[Any]")
+S = TypeVar("S", bound="SyncShell[Any]")
+#: The inner transport's type: the face's library's ``AsyncBaseTransport`` or ``BaseTransport``.
+Inner = TypeVar("Inner")
+
+#: The docstring of a face's ``AsyncRetryTransport``; ``$library`` is its library, ``$other``
+#: the other flavour (`face_doc`).
+ASYNC_DOC: Final = Template(
+    """An ${library} transport that retries through a `Retrier`; wraps any async transport.
+
+Args:
+    transport: the inner transport; ``${library}.AsyncHTTPTransport()`` by default.
+    policy: the default policy. Without ``retry_on`` (the default policy too) it retries
+        connect errors, timeouts, other network errors and the statuses 429, 502, 503, 504.
+    breaker: a `CircuitBreaker`: the template of one circuit per host (``host`` or
+        ``host:port``), each named ``"<name>:<host>"``, as ``PerTarget(CircuitBreaker(...))``
+        gives (the live circuits are ``transport.retrier.breaker``); a ``PerTarget`` of one,
+        used as it is; ``None`` (the default) for none.
+    budget: the cross-call `RetryBudget`, used as it is (one for every host), or a
+        ``PerTarget`` of one; by default ``PerTarget(RetryBudget())``, one per host;
+        ``None`` turns it off.
+    throttle: an `AdaptiveThrottle` or a ``PerTarget`` of one; a request shed before its
+        first attempt raises `TransportLoadShedError` and is never retried, a shed retry
+        returns the last response; ``None`` (the default) for none.
+    instruments: instruments for the events; ``None`` for the process defaults.
+    clock: the clock; its ``wall()`` reads ``Retry-After`` dates.
+    policies: named policies a request selects with ``extensions={"retrymw": "name"}``.
+    store: a `retrymw.stores.Store`: a request with an ``Idempotency-Key`` header keeps its
+        attempts and retry-budget expiry there, and resumes them after a restart.
+    fleet: a `retrymw.fleet.RedisFleet`: the breaker, budget, throttle and pacer (each
+        host's, for a ``PerTarget``) become fleet-wide, shared with every process of the
+        namespace.
+    attempt_header: a header sending each attempt's number (``"1"``, ``"2"``...) to the
+        server, such as ``"x-retrymw-attempt"`` (`retrymw.server` reads it); ``None`` (the
+        default) sends none.
+    stall_timeout: most seconds the body of a returned response may go without a byte
+        (a stalled stream): past it, reading raises ``ReadTimeout`` and the attempt failed;
+        ``None`` (the default) for no limit but the client's and the deadline.
+    first_byte_timeout: most seconds from a returned response's head to its body's
+        first byte; ``None`` (the default): `stall_timeout` bounds that wait too.
+    profile: ``"http"`` (the default) or ``"sdk"``: for the OpenAI and Anthropic SDKs
+        with ``max_retries=0``, a policy without ``retry_on`` retries what the SDKs retry
+        (408, 409, 429, 5xx, connection errors, timeouts), and those statuses are resent
+        whatever the method (docs/sdks.md).
+    hedge: a `retrymw.Hedge`: an idempotent request that has not answered after its
+        delay gets extra concurrent copies, the first usable answer winning, each copy
+        paid from the host's retry budget (docs/hedging.md); ``None`` (the default) for
+        none.
+    failover: other origins (URLs ``"https://host[:port]"`` or `retrymw.Origin`), in
+        order: an idempotent request whose own origin's circuit is open, or whose retries
+        there ended on a retryable answer, is sent to the next one (same path and query;
+        one circuit per origin), within the request's deadline; the answering origin is in
+        ``response.extensions["retrymw.origin"]`` (docs/hedging.md). ``None`` (the
+        default): none.
+    pacer: a `Pacer`: the template of one pacer per host (``"<name>:<host>"``; the live
+        ones are ``transport.retrier.pacer``), or a ``PerTarget`` of one, used as it is:
+        every attempt waits for its host's slot, and the pacer learns the host's limit
+        from its answers (docs/pacing.md); ``None`` (the default) for none.
+
+Only GET, HEAD, PUT, DELETE, OPTIONS, TRACE and requests with an ``Idempotency-Key`` header are
+resent once they may have been processed; what the server says it did not process (a connect
+error, a 429, a 503 with ``Retry-After``) is resent whatever the method. A policy that leaves
+``jitter`` unset gets full jitter. Bodies up to `max_replay_body` bytes are buffered so they can
+be replayed; longer ones are sent once. The server's hints set the least delay (``Retry-After``,
+``retry-after-ms``, the rate-limit resets: the longest wins) and ``x-should-retry`` allows or
+forbids a retry; a hint beyond the policy's limits returns that response at once. An SDK's
+``x-stainless-retry-count`` is kept true to the real attempt; a request the SDK above itself
+retries (a count of 1 or more right after its failed attempt of the same request, in the same
+task or thread) is sent once, with a warning. A count that came from elsewhere (forwarded from
+an inbound request) is ignored (docs/layers.md). Superseded responses are closed before the
+backoff sleep. On give-up the last response is returned open, or the last error raised.
+
+Raises:
+    TransportCircuitOpenError: the host's circuit is open.
+    TransportLoadShedError: the throttle shed the request's first attempt.
+    TransportPacedError: the host's pacer had no slot within the policy's deadline.
+    TransportRetryBudgetExhausted: the policy's ``retry_budget`` ran out.
+    AttemptTimeoutError: the last attempt outlived the policy's ``timeout``.
+    ConfigError: an invalid argument, a request or transport of ${other} (naming both), or
+        an invalid ``extensions["retrymw"]`` value; the message names the field, the value
+        and an accepted example.
+
+.. versionadded:: 0.1
+"""
+)
+
+#: The docstring of a face's ``RetryTransport`` (`face_doc`).
+SYNC_DOC: Final = Template(
+    """Sync twin of `AsyncRetryTransport`, for ``${library}.Client``; same arguments (but
+``hedge``: a blocking attempt cannot be raced) and behaviour.
+
+A blocking attempt cannot be cancelled, so the policy's ``timeout`` (cut by its
+``deadline``) bounds every socket operation of an attempt to what is left of it, for an
+inner ``${library}.HTTPTransport`` (the default); any other inner transport gets it as ${library}'s
+``timeout`` request extension, which caps each phase. Either way the limit ends with the
+attempt: the returned response streams under the client's own timeouts.
+
+.. versionadded:: 0.1
+"""
+)
+
+
+def face_doc(template: Template, flavour: Flavour) -> str:
+    """``template`` (`ASYNC_DOC`, `SYNC_DOC`) for the face binding ``flavour``."""
+    library = flavour.name
+    return template.substitute(library=library, other="httpx" if library == "httpx2" else "httpx2")
 
 
 class TransportCore:
@@ -319,8 +425,51 @@ class _Shell:
         return self._core.describe(type(self).__name__, self._transport)
 
 
-class AsyncShell(_Shell):
-    """An async retrying transport, but for its library's base class (see the faces)."""
+class AsyncShell(_Shell, Generic[Inner]):
+    """An async retrying transport, but for its library's base class (see the faces); its
+    arguments are documented by `ASYNC_DOC`."""
+
+    def __init__(
+        self,
+        transport: Inner | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = DEFAULT,
+        throttle: ThrottleArg = None,
+        instruments: Any = None,
+        clock: Clock | None = None,
+        policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
+        fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+        profile: Literal["http", "sdk"] = "http",
+        hedge: Hedge | None = None,
+        failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
+    ) -> None:
+        self._setup(
+            transport,
+            True,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
+            store=store,
+            fleet=fleet,
+            attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
+            profile=profile,
+            hedge=hedge,
+            failover=failover,
+            pacer=pacer,
+        )
 
     async def handle_async_request(self, request: Any) -> Any:
         """Send ``request`` through the inner transport, retrying per the policy."""
@@ -375,8 +524,50 @@ class AsyncShell(_Shell):
         await self._transport.__aexit__(exc_type, exc_value, traceback)
 
 
-class SyncShell(_Shell):
-    """A sync retrying transport, but for its library's base class (see the faces)."""
+class SyncShell(_Shell, Generic[Inner]):
+    """A sync retrying transport, but for its library's base class (see the faces): the
+    arguments of `AsyncShell` but ``hedge`` (a blocking attempt cannot be raced), documented
+    by `SYNC_DOC`."""
+
+    def __init__(
+        self,
+        transport: Inner | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        breaker: BreakerArg = None,
+        budget: BudgetArg = DEFAULT,
+        throttle: ThrottleArg = None,
+        instruments: Any = None,
+        clock: Clock | None = None,
+        policies: Mapping[str, RetryPolicy] | None = None,
+        store: Store | None = None,
+        fleet: RedisFleet | None = None,
+        attempt_header: str | None = None,
+        stall_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+        profile: Literal["http", "sdk"] = "http",
+        failover: list[str | Origin] | None = None,
+        pacer: PacerArg = None,
+    ) -> None:
+        self._setup(
+            transport,
+            False,
+            policy=policy,
+            breaker=breaker,
+            budget=budget,
+            throttle=throttle,
+            instruments=instruments,
+            clock=clock,
+            policies=policies,
+            store=store,
+            fleet=fleet,
+            attempt_header=attempt_header,
+            stall_timeout=stall_timeout,
+            first_byte_timeout=first_byte_timeout,
+            profile=profile,
+            failover=failover,
+            pacer=pacer,
+        )
 
     def _setup(self, transport: Any, asynchronous: bool, **settings: Any) -> None:
         super()._setup(transport, asynchronous, **settings)

@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 import statistics
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from .._engine.retrier import Retrier
 from .._protect.breaker import CircuitBreaker
 from .._protect.budget import RetryBudget
 from .._protect.throttle import AdaptiveThrottle
-from ..testing import FakeClock
+from .clock import SimClock, slept_for
 from .fleet import FleetSettings, Synchroniser
 from .scenarios import (
     FRONTIER_SETUPS,
@@ -55,10 +55,8 @@ __all__ = [
     "Comparison",
     "FrontierPoint",
     "Scenario",
-    "SimClock",
     "SimulatedFailure",
     "SimulationResult",
-    "Suspend",
     "compare",
     "frontier",
     "simulate",
@@ -124,34 +122,6 @@ class SimulationResult:
 
 
 _SYNC = object()  # marks a synchroniser's step in the event queue
-
-
-class Suspend:
-    """What the simulated clock's ``sleep`` awaits: the event loop resumes the call later."""
-
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def __await__(self) -> Generator[Suspend, None, None]:
-        yield self
-
-
-class SimClock(FakeClock):
-    """A `FakeClock` whose async ``sleep`` hands control back to the event loop."""
-
-    async def sleep(self, seconds: float) -> None:
-        """Suspend the calling coroutine for ``seconds`` of virtual time."""
-        await Suspend(seconds)
-
-    def sleep_sync(self, seconds: float) -> None:
-        """Blocking sleeps cannot be interleaved: the simulator only drives async calls."""
-        raise RuntimeError("the simulator drives Retrier.call, not call_sync")
-
-    def jump(self, to: float) -> None:
-        """Move to ``to`` (never backwards); only the single-threaded event loop calls this."""
-        self._now = max(self._now, to)
 
 
 class _Client:
@@ -286,9 +256,7 @@ class _Run:
             except SimulatedFailure:
                 self.finish(call, succeeded=False)
             else:
-                if not isinstance(request, Suspend):
-                    raise TypeError(f"simulate: the retrier awaited {request!r}, not the clock")
-                self.schedule(at + request.seconds, item, call)
+                self.schedule(at + slept_for(request), item, call)
 
     def finish(self, call: tuple[float, list[int]], *, succeeded: bool, shed: bool = False) -> None:
         arrival, tally = call

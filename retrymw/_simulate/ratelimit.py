@@ -35,11 +35,11 @@ from .._core.policy import RetryPolicy
 from .._engine.call import Call
 from .._engine.retrier import Retrier
 from .._http.hints import read_hints
-from .._http.ratelimits import read_rate_limits
+from .._http.ratelimits import MINUTE, read_rate_limits
 from .._http.rules import http_policy
 from .._protect.budget import RetryBudget
 from .._protect.pacer import Pacer
-from .engine import SimClock, Suspend
+from .clock import SimClock, slept_for
 
 __all__ = [
     "PACING_SETUPS",
@@ -158,7 +158,7 @@ class _Server:
             self.level -= 1.0
         refilled_in = (self.capacity - self.level) / self.rate
         headers = {
-            "x-ratelimit-limit-requests": str(round(self.rate * 60)),
+            "x-ratelimit-limit-requests": str(round(self.rate * MINUTE)),
             "x-ratelimit-remaining-requests": str(math.floor(self.level)),
             "x-ratelimit-reset-requests": f"{refilled_in * 1000:.0f}ms",
         }
@@ -280,10 +280,8 @@ def simulate_rate_limit(scenario: RateLimitScenario) -> RateLimitResult:
         except StopIteration as stop:
             succeeded += isinstance(stop.value, _Answer) and stop.value.status < 400
         else:
-            if not isinstance(request, Suspend):
-                raise TypeError(f"simulate: the retrier awaited {request!r}, not the clock")
             sequence += 1
-            heapq.heappush(queue, (at + request.seconds, sequence, item))
+            heapq.heappush(queue, (at + slept_for(request), sequence, item))
     counted = [status for when, status in judged if scenario.settle <= when < scenario.duration]
     throttled = sum(status == 429 for status in counted)
     span = scenario.duration - scenario.settle

@@ -155,6 +155,26 @@ local function num(text, default)
   return tonumber(text) or default
 end
 
+-- A record's sweep of its hash ``key``: the fields (named ``<letter><link id>``) of members
+-- that stopped counting are dropped, and ``each(value)`` sees every other live member's field
+-- (``own`` is the caller's, which it counts itself); the key's TTL is renewed. Returns when
+-- the next sweep is due.
+local function sweep_members(key, letter, own, each)
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local name = all[i]
+    if string.sub(name, 1, 1) == letter and name ~= own then
+      if alive(string.sub(name, 2)) then
+        each(all[i + 1])
+      else
+        redis.call('HDEL', key, name)
+      end
+    end
+  end
+  redis.call('PEXPIRE', key, key_ttl)
+  return now + member_ttl
+end
+
 local function budget(id, suffix, deposits, want, held, ratio, burst, window, floor, credit_per)
   local key = prefix .. 'budget:' .. suffix
   local own = 'l' .. id
@@ -188,22 +208,12 @@ local function budget(id, suffix, deposits, want, held, ratio, burst, window, fl
   if swept then
     leased, n = held, 1
     local claims = {mine}
-    local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do
-      local name = all[i]
-      if string.sub(name, 1, 1) == 'l' and name ~= own then
-        if alive(string.sub(name, 2)) then
-          local b, m, a = string.match(all[i + 1], '^([^:]+):([^:]+):([^:]+)$')
-          leased, n = leased + num(b, 0), n + 1
-          claims[#claims + 1] = num(m, 0) * math.exp(-math.max(0, now - num(a, now)) / window)
-        else
-          redis.call('HDEL', key, name)
-        end
-      end
-    end
+    sweep = sweep_members(key, 'l', own, function(value)
+      local b, m, a = string.match(value, '^([^:]+):([^:]+):([^:]+)$')
+      leased, n = leased + num(b, 0), n + 1
+      claims[#claims + 1] = num(m, 0) * math.exp(-math.max(0, now - num(a, now)) / window)
+    end)
     median = lower_median(claims)
-    sweep = now + member_ttl
-    redis.call('PEXPIRE', key, key_ttl)
   end
   successes = successes + deposits
   local capacity = math.max(floor, burst * successes)
@@ -267,20 +277,10 @@ local function breaker(id, suffix, vote, quorum, recovery, verdict, verdict_vers
   if now >= sweep then
     n, votes = 1, 0
     if vote == version then votes = 1 end
-    local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do
-      local name = all[i]
-      if string.sub(name, 1, 1) == 'v' and name ~= own then
-        if alive(string.sub(name, 2)) then
-          n = n + 1
-          if tonumber(all[i + 1]) == version then votes = votes + 1 end
-        else
-          redis.call('HDEL', key, name)
-        end
-      end
-    end
-    sweep = now + member_ttl
-    redis.call('PEXPIRE', key, key_ttl)
+    sweep = sweep_members(key, 'v', own, function(value)
+      n = n + 1
+      if tonumber(value) == version then votes = votes + 1 end
+    end)
   end
   if state == 'closed' and votes >= math.max(2, math.ceil(quorum * n)) then
     state, reopen, version, votes, moved = 'open', now + recovery, version + 1, 0, true
@@ -317,22 +317,12 @@ local function throttle(id, suffix, r, a, o)
   if swept then
     R, A, O, n = r, a, o, 1
     local claims = {claimed}
-    local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do
-      local name = all[i]
-      if string.sub(name, 1, 1) == 'c' and name ~= own then
-        if alive(string.sub(name, 2)) then
-          local c, x, y, z = string.match(all[i + 1], '^([^:]+):([^:]+):([^:]+):([^:]+)$')
-          R, A, O, n = R + num(x, 0), A + num(y, 0), O + num(z, 0), n + 1
-          claims[#claims + 1] = num(c, 0)
-        else
-          redis.call('HDEL', key, name)
-        end
-      end
-    end
+    sweep = sweep_members(key, 'c', own, function(value)
+      local c, x, y, z = string.match(value, '^([^:]+):([^:]+):([^:]+):([^:]+)$')
+      R, A, O, n = R + num(x, 0), A + num(y, 0), O + num(z, 0), n + 1
+      claims[#claims + 1] = num(c, 0)
+    end)
     median = lower_median(claims)
-    sweep = now + member_ttl
-    redis.call('PEXPIRE', key, key_ttl)
   end
   local mine = claimed .. ':' .. r .. ':' .. a .. ':' .. o
   if swept or not s[7] then
@@ -383,19 +373,7 @@ local function pacer(id, suffix, limit, need, seq)
   end
   if now >= sweep then
     n = 1
-    local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do
-      local name = all[i]
-      if string.sub(name, 1, 1) == 'p' and name ~= own then
-        if alive(string.sub(name, 2)) then
-          n = n + 1
-        else
-          redis.call('HDEL', key, name)
-        end
-      end
-    end
-    sweep = now + member_ttl
-    redis.call('PEXPIRE', key, key_ttl)
+    sweep = sweep_members(key, 'p', own, function() n = n + 1 end)
   end
   n = math.max(1, n)
   if low == nil then

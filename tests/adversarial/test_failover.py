@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -117,19 +117,29 @@ class _OriginServer(ThreadingHTTPServer):
 
 
 @pytest.fixture
-def primary() -> Iterator[_OriginServer]:
-    """The primary origin, down (503) until the test brings it up; stopped at teardown."""
-    server = _OriginServer("primary", healthy=False)
-    yield server
-    server.stop()
+def origin() -> Iterator[Callable[[str, bool], _OriginServer]]:
+    """Starts a loopback origin, ``origin(name, healthy)``; every one is stopped at teardown."""
+    started: list[_OriginServer] = []
+
+    def start(name: str, healthy: bool) -> _OriginServer:
+        started.append(_OriginServer(name, healthy))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture
-def secondary() -> Iterator[_OriginServer]:
-    """The secondary origin, healthy; stopped at teardown."""
-    server = _OriginServer("secondary", healthy=True)
-    yield server
-    server.stop()
+def primary(origin: Callable[[str, bool], _OriginServer]) -> _OriginServer:
+    """The primary origin, down (503) until the test brings it up."""
+    return origin("primary", False)
+
+
+@pytest.fixture
+def secondary(origin: Callable[[str, bool], _OriginServer]) -> _OriginServer:
+    """The secondary origin, healthy."""
+    return origin("secondary", True)
 
 
 def _policy(**changes: Any) -> RetryPolicy:
@@ -245,36 +255,35 @@ def test_the_sync_transport_fails_over_from_a_dead_primary(secondary: _OriginSer
 
 
 def test_origins_in_order_each_with_its_own_circuit(
-    primary: _OriginServer, secondary: _OriginServer
+    primary: _OriginServer,
+    secondary: _OriginServer,
+    origin: Callable[[str, bool], _OriginServer],
 ) -> None:
     """Two origins down: the request goes on to the third; each origin's circuit is its own
     (the breaker's `PerTarget` holds one per origin)."""
-    third = _OriginServer("third", healthy=True)
-    try:
-        secondary.set_healthy(False)
-        transport = RetryTransport(
-            policy=_policy(attempts=1),
-            breaker=CircuitBreaker(failure_threshold=1, recovery_timeout=30.0),
-            failover=[secondary.url, Origin(third.url)],
-        )
-        with httpx.Client(transport=transport, timeout=10.0) as client:
-            first = client.get(f"{primary.url}/x")
-            second = client.get(f"{primary.url}/x")
-        assert first.text == second.text == "third"
-        # The second call found both circuits open: neither down origin saw it.
-        assert len(primary.requests()) == len(secondary.requests()) == 1
-        circuits = transport.retrier.breaker
-        assert isinstance(circuits, retrymw.PerTarget)
-        states = {
-            target: getattr(stats, "state", None) for target, stats in circuits.statistics().items()
-        }
-        assert states == {
-            primary.url.removeprefix("http://"): "open",
-            secondary.url.removeprefix("http://"): "open",
-            third.url.removeprefix("http://"): "closed",
-        }
-    finally:
-        third.stop()
+    third = origin("third", True)
+    secondary.set_healthy(False)
+    transport = RetryTransport(
+        policy=_policy(attempts=1),
+        breaker=CircuitBreaker(failure_threshold=1, recovery_timeout=30.0),
+        failover=[secondary.url, Origin(third.url)],
+    )
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        first = client.get(f"{primary.url}/x")
+        second = client.get(f"{primary.url}/x")
+    assert first.text == second.text == "third"
+    # The second call found both circuits open: neither down origin saw it.
+    assert len(primary.requests()) == len(secondary.requests()) == 1
+    circuits = transport.retrier.breaker
+    assert isinstance(circuits, retrymw.PerTarget)
+    states = {
+        target: getattr(stats, "state", None) for target, stats in circuits.statistics().items()
+    }
+    assert states == {
+        primary.url.removeprefix("http://"): "open",
+        secondary.url.removeprefix("http://"): "open",
+        third.url.removeprefix("http://"): "closed",
+    }
 
 
 def test_the_deadline_bounds_every_origin(providers: tuple[FlakyServer, FlakyServer]) -> None:
@@ -477,6 +486,22 @@ _CATALOGUE_POLICY = RetryPolicy(attempts=2, initial_delay=0.05, timeout=1.0, dea
 _CATALOGUE_DEADLINE = 15.0
 
 
+def _openai_with_fallback(base: str, fallback: str | Origin) -> openai.OpenAI:
+    """The openai SDK (max_retries=0) calling ``base`` through a retrymw.httpx2 transport with
+    the SDK profile, a 1 s ``stall_timeout`` and ``fallback`` as its one failover origin."""
+    import retrymw.httpx2
+
+    transport = retrymw.httpx2.RetryTransport(
+        policy=_CATALOGUE_POLICY, profile="sdk", stall_timeout=1.0, failover=[fallback]
+    )
+    return openai.OpenAI(
+        api_key=OPENAI_KEY,
+        base_url=base,
+        max_retries=0,
+        http_client=httpx2.Client(transport=transport, timeout=20.0),
+    )
+
+
 @pytest.mark.parametrize(("steps", "expected"), CATALOGUE)
 def test_llm_catalogue_through_the_openai_sdk(
     steps: tuple[Step, ...], expected: str | int, providers: tuple[FlakyServer, FlakyServer]
@@ -484,20 +509,9 @@ def test_llm_catalogue_through_the_openai_sdk(
     """The openai SDK (max_retries=0) on a retrymw.httpx2 transport with a fallback origin
     that rewrites the model: every case ends in a complete answer or the right error, within
     the deadline; a non-retryable 400 never reaches the fallback."""
-    import retrymw.httpx2
-
     base, answer, fallback = _catalogue_setup(providers, steps)
-    transport = retrymw.httpx2.RetryTransport(
-        policy=_CATALOGUE_POLICY,
-        profile="sdk",
-        stall_timeout=1.0,
-        failover=[Origin(answer.split("/s/")[0], rewrite=_use_model("fallback-model"))],
-    )
-    client = openai.OpenAI(
-        api_key=OPENAI_KEY,
-        base_url=base,
-        max_retries=0,
-        http_client=httpx2.Client(transport=transport, timeout=20.0),
+    client = _openai_with_fallback(
+        base, Origin(answer.split("/s/")[0], rewrite=_use_model("fallback-model"))
     )
     started = time.monotonic()
     with client:
@@ -605,23 +619,10 @@ def test_llm_streams_through_the_openai_sdk(
     """``stream=True`` with a fallback origin: a stream that breaks before the caller read any
     of it restarts on the fallback; one that breaks once the caller reads it is the caller's
     error, within the deadline, and the fallback is not asked."""
-    import retrymw.httpx2
-
     main, other = providers
     base = main.script(step)
     answer = other.script(openai_stream("fall", "back"))
-    transport = retrymw.httpx2.RetryTransport(
-        policy=_CATALOGUE_POLICY,
-        profile="sdk",
-        stall_timeout=1.0,
-        failover=[answer.split("/s/")[0]],
-    )
-    client = openai.OpenAI(
-        api_key=OPENAI_KEY,
-        base_url=base,
-        max_retries=0,
-        http_client=httpx2.Client(transport=transport, timeout=20.0),
-    )
+    client = _openai_with_fallback(base, answer.split("/s/")[0])
     started = time.monotonic()
     with client:
         stream = client.chat.completions.create(
@@ -676,36 +677,50 @@ async def test_an_async_stream_that_stalls_before_its_first_byte_restarts_elsewh
 # -- one trace per failed-over request ----------------------------------------------------------
 
 
+class _Traces:
+    """The real OpenTelemetry SDK exporting to memory, and an `instrument` reporting to it."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from retrymw.instrumentation import OpenTelemetryInstrument
+
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.instrument = OpenTelemetryInstrument(tracer_provider=self.provider)
+
+    def spans(self) -> list[Any]:
+        """Every span ended so far (each is exported as it ends)."""
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture
+def traces() -> Iterator[_Traces]:
+    """A `_Traces`, its provider shut down at teardown."""
+    traces = _Traces()
+    yield traces
+    traces.provider.shutdown()
+
+
 def test_a_failed_over_request_draws_one_trace_under_a_retrymw_origin_span(
-    primary: _OriginServer, secondary: _OriginServer
+    primary: _OriginServer, secondary: _OriginServer, traces: _Traces
 ) -> None:
     """With the real OpenTelemetry SDK: a request that fails over from the primary to the
     secondary is one trace, whose root is one INTERNAL ``retrymw.origin`` span naming the
     origins tried, in order, and the one that answered; each origin's call span is its child
     (with that call's attempts under it). No query value reaches any span."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from retrymw.instrumentation import OpenTelemetryInstrument
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     transport = RetryTransport(
-        policy=_policy(),
-        failover=[secondary.url],
-        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
-        budget=None,
+        policy=_policy(), failover=[secondary.url], instruments=[traces.instrument], budget=None
     )
-    try:
-        with httpx.Client(transport=transport, timeout=10.0) as client:
-            response = client.get(f"{primary.url}/x?token=tok-SECRET")
-            assert response.text == "secondary"
-    finally:
-        provider.shutdown()
-    spans = list(exporter.get_finished_spans())
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        response = client.get(f"{primary.url}/x?token=tok-SECRET")
+        assert response.text == "secondary"
+    spans = traces.spans()
     assert len({span.context.trace_id for span in spans}) == 1, [s.name for s in spans]
     (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
     assert request.kind is SpanKind.INTERNAL
@@ -732,35 +747,21 @@ def test_a_failed_over_request_draws_one_trace_under_a_retrymw_origin_span(
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_an_async_failed_over_request_draws_one_trace_too(
-    primary: _OriginServer, secondary: _OriginServer
+    primary: _OriginServer, secondary: _OriginServer, traces: _Traces
 ) -> None:
     """The async transport: the same one trace, its root the ``retrymw.origin`` span, and the
     caller's context as it was once the request returned."""
     from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from retrymw.instrumentation import OpenTelemetryInstrument
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     transport = AsyncRetryTransport(
-        policy=_policy(),
-        failover=[secondary.url],
-        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
-        budget=None,
+        policy=_policy(), failover=[secondary.url], instruments=[traces.instrument], budget=None
     )
     before = trace.get_current_span()
-    try:
-        async with httpx.AsyncClient(transport=transport, timeout=10.0) as client:
-            response = await client.get(f"{primary.url}/x")
-            assert response.text == "secondary"
-            assert trace.get_current_span() is before
-    finally:
-        provider.shutdown()
-    spans = list(exporter.get_finished_spans())
+    async with httpx.AsyncClient(transport=transport, timeout=10.0) as client:
+        response = await client.get(f"{primary.url}/x")
+        assert response.text == "secondary"
+        assert trace.get_current_span() is before
+    spans = traces.spans()
     assert len({span.context.trace_id for span in spans}) == 1
     (request,) = [span for span in spans if span.name == names.SPAN_ORIGIN]
     assert request.parent is None
@@ -770,29 +771,17 @@ async def test_an_async_failed_over_request_draws_one_trace_too(
     assert all(call.parent and call.parent.span_id == request.context.span_id for call in calls)
 
 
-def test_a_request_that_cannot_fail_over_draws_no_origin_span(primary: _OriginServer) -> None:
+def test_a_request_that_cannot_fail_over_draws_no_origin_span(
+    primary: _OriginServer, traces: _Traces
+) -> None:
     """A POST without ``Idempotency-Key`` never leaves its primary: no ``retrymw.origin`` span,
     its call span is the root as on a transport without failover."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from retrymw.instrumentation import OpenTelemetryInstrument
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     transport = RetryTransport(
-        policy=_policy(),
-        failover=[_dead_url()],
-        instruments=[OpenTelemetryInstrument(tracer_provider=provider)],
+        policy=_policy(), failover=[_dead_url()], instruments=[traces.instrument]
     )
-    try:
-        with httpx.Client(transport=transport, timeout=10.0) as client:
-            assert client.post(f"{primary.url}/x", content=b"{}").status_code == 503
-    finally:
-        provider.shutdown()
-    spans = list(exporter.get_finished_spans())
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        assert client.post(f"{primary.url}/x", content=b"{}").status_code == 503
+    spans = traces.spans()
     assert names.SPAN_ORIGIN not in [span.name for span in spans]
     (call,) = [span for span in spans if span.name == "retrymw POST"]
     assert call.parent is None
