@@ -37,7 +37,12 @@ async def run(
     server: str, fleet: RedisFleet | None, start: float, seconds: float, rate: float, tag: str
 ) -> dict[str, Any]:
     ended = new_tally()
-    samples: dict[str, Any] = {"first_degraded": None, "shares_degraded": [], "lateness": 0.0}
+    samples: dict[str, Any] = {
+        "first_degraded": None,
+        "shares_degraded": [],
+        "lateness": 0.0,
+        "shares_while_offered": [],  # the share as the load is offered (the last sample)
+    }
     transport = AsyncRetryTransport(
         policy=RetryPolicy(attempts=3, deadline=2.0), pacer=Pacer(), fleet=fleet, instruments=()
     )
@@ -51,6 +56,8 @@ async def run(
             before = time.monotonic()
             await asyncio.sleep(0.01)
             samples["lateness"] = max(samples["lateness"], time.monotonic() - before - 0.01)
+            if time.monotonic() > start:
+                samples["shares_while_offered"] = [s.share for s in pacer_stats()]
             if fleet is not None and fleet.statistics().degraded and time.monotonic() > start:
                 if samples["first_degraded"] is None:
                     samples["first_degraded"] = time.monotonic()

@@ -158,7 +158,10 @@ def test_four_members_pace_against_one_shared_limit(server: Server, redis: Redis
         f"{[r['shares'] for r in results]}, fleet limits {[r['fleet_limits'] for r in results]}, "
         f"syncs {[r['fleet']['syncs'] for r in results]}"
     )
-    assert all(r["shares"] == [1.0 / MEMBERS] for r in results)
+    # Equal demand, equal shares, while the load is offered (once it stops, each member's
+    # need falls and the shares follow it).
+    for result in results:
+        assert result["shares_while_offered"] == [pytest.approx(1.0 / MEMBERS, abs=0.05)]
     assert all(r["fleet_limits"] == [50.0] for r in results)
     assert after.throttled_share <= 0.05
     assert after.served_per_second >= 42.0
