@@ -146,14 +146,19 @@ def hedge_finished(
 ) -> None:
     """Report an extra copy of attempt ``run.attempt`` (`hedging`): it won, or it failed
     with ``failure`` (an error type, ``"cancelled"`` for a copy another one beat)."""
-    _attempt_finished(
-        run,
+    Dispatch.emit(
         hooks,
-        attempt_outcome="hedge",
-        duration=duration,
-        error_type=None if won else failure,
-        exception=error,
-        hedge=True,
+        AttemptFinished(
+            policy=run.policy.name,
+            target=run.target,
+            operation=run.operation,
+            attempt=run.attempt,
+            attempt_outcome="hedge",
+            duration=duration,
+            error_type=None if won else failure,
+            exception=error,
+            hedge=True,
+        ),
     )
 
 
@@ -170,36 +175,6 @@ def attempt_finished(
     attempt_outcome: AttemptOutcome = (
         "success" if not matched and error is None else "retried" if retry else "failed"
     )
-    _attempt_finished(
-        run,
-        hooks,
-        attempt_outcome=attempt_outcome,
-        duration=now - run.attempt_started_at,
-        error_type=None if attempt_outcome == "success" else error_type(outcome),
-        exception=error,
-        status=outcome.status,
-        result=run.result,
-        body=run.body,
-        paced_for=run.paced_for,
-    )
-
-
-def _attempt_finished(
-    run: ReportedCall,
-    hooks: tuple[Hook, ...],
-    *,
-    attempt_outcome: AttemptOutcome,
-    duration: float,
-    error_type: str | None,
-    exception: BaseException | None,
-    status: int | None = None,
-    result: object = None,
-    body: BodyRead | None = None,
-    paced_for: float | None = None,
-    hedge: bool = False,
-) -> None:
-    """The one builder of `AttemptFinished`: the call's names and attempt number, and what
-    the attempt (or a hedge of it) ended with."""
     Dispatch.emit(
         hooks,
         AttemptFinished(
@@ -208,14 +183,13 @@ def _attempt_finished(
             operation=run.operation,
             attempt=run.attempt,
             attempt_outcome=attempt_outcome,
-            duration=duration,
-            error_type=error_type,
-            status=status,
-            exception=exception,
-            result=result,
-            body=body,
-            hedge=hedge,
-            paced_for=paced_for,
+            duration=now - run.attempt_started_at,
+            error_type=None if attempt_outcome == "success" else error_type(outcome),
+            status=outcome.status,
+            exception=error,
+            result=run.result,
+            body=run.body,
+            paced_for=run.paced_for,
         ),
     )
 

@@ -322,10 +322,13 @@ class CallRun(CallState):
         breaker and the throttle, as the copy was sent. (The answer the attempt ends with gets
         its verdict as any attempt's; a copy cancelled unanswered gets none.) The pacer hears
         it too: a copy's 429 says as much about the limit as any answer."""
+        judged = self.breaker is not None or self.throttle is not None
+        if not judged and self.pacer is None:
+            return
         outcome = self._copy_outcome(result, error)
         if self.pacer is not None:
             self._teach_pacer(outcome, self.runtime.clock.now())
-        if self.breaker is not None or self.throttle is not None:
+        if judged:
             self._report_verdict(True, outcome)
 
     def hedge_started(self) -> Scopes:

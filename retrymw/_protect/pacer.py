@@ -52,6 +52,7 @@ __all__ = [
     "PacerStatistics",
     "RateLimits",
     "Slot",
+    "lower_limit",
     "parse_rate",
 ]
 
@@ -163,6 +164,20 @@ class PacerStatistics:
     throttles: int
     held_for: float
     fleet_limit: float | None = None
+
+    @property
+    def paced_limit(self) -> float | None:
+        """The requests limit sends are paced against (per second, the whole limit): the lower
+        of `limit` and `fleet_limit`, ``None`` while neither is known."""
+        return lower_limit(self.limit, self.fleet_limit)
+
+
+def lower_limit(learned: float | None, fleet: float | None) -> float | None:
+    """The limit that governs: the lower of the one learned and the fleet's (either may be
+    ``None``: unknown)."""
+    if fleet is not None and (learned is None or fleet < learned):
+        return fleet
+    return learned
 
 
 def parse_rate(value: Any, field: str, example: str) -> float | None:
@@ -494,10 +509,7 @@ class Pacer:
     def _ceiling(self) -> float | None:
         """The requests rate allowed by what is known: the rate given, the limit learned."""
         rate = self._rate
-        limit = self._requests_limit
-        fleet = self._fleet_limit
-        if fleet is not None and (limit is None or fleet < limit):
-            limit = fleet
+        limit = lower_limit(self._requests_limit, self._fleet_limit)
         if limit is not None:
             paced = limit * HEADROOM
             rate = paced if rate is None or paced < rate else rate

@@ -78,9 +78,7 @@ def reject_probability(throttle: Any) -> float:
 def pacer_limit(pacer: Any) -> float:
     """The requests limit the pacer paces against, per second: the lower of the one it learned
     and the one its fleet handed over (the lowest any member learned); 0 while none is known."""
-    stats = pacer.statistics()
-    known = [limit for limit in (stats.limit, stats.fleet_limit) if limit is not None]
-    return float(min(known, default=0.0))
+    return float(pacer.statistics().paced_limit or 0.0)
 
 
 def pacer_rate(pacer: Any) -> float:

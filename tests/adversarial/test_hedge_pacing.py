@@ -50,17 +50,20 @@ async def test_a_hedge_takes_a_pacer_slot_and_its_429_teaches_the_pacer() -> Non
     class Throttled(ConnectionError):  # retryable under this policy
         status_code = 429
 
-    first_may_fail = anyio.Event()
+    hedge_started, first_failing = anyio.Event(), anyio.Event()
     calls = 0
 
     async def fn() -> str:
         nonlocal calls
         calls += 1
         if calls == 1:
-            await first_may_fail.wait()  # set once the hedge is in flight
+            await hedge_started.wait()
+            # The race holds this 429 before the hedge's task runs again: it is the failure
+            # the hedge's answer replaces, whatever the load on the machine.
+            first_failing.set()
             raise Throttled
-        first_may_fail.set()
-        await anyio.sleep(0.01)  # still in flight when the first copy's 429 comes back
+        hedge_started.set()
+        await first_failing.wait()
         return "hedge"
 
     clock = FakeClock()
