@@ -337,7 +337,7 @@ end
 local PACER_RECENT = 30000  -- PACER_RECENT_MS in Python
 
 -- This member's part of ``limit`` by max-min fairness over every member's need (math.huge:
--- unbounded), ``own`` its own need.
+-- as much as it can get), ``own`` its own need.
 local function fair_share(needs, own, limit)
   table.sort(needs)
   local remaining, k = limit, #needs
@@ -348,6 +348,14 @@ local function fair_share(needs, own, limit)
     remaining, k = remaining - needs[i], k - 1
   end
   return (own + remaining / #needs) / limit  -- every need met: the rest split among all
+end
+
+-- A need as recorded: requests/s, ``+`` (held back: math.huge) or ``-`` (not known: nil).
+local function need_of(word)
+  if word == '+' then return math.huge end
+  local need = tonumber(word)
+  if need ~= nil and need >= 0 and need < math.huge then return need end
+  return nil
 end
 
 local function pacer(id, suffix, limit, need, seq)
@@ -364,8 +372,13 @@ local function pacer(id, suffix, limit, need, seq)
     n = n + 1
   end
   if seq ~= nil then
-    mine = (limit and string.format('%.17g', limit) or '-') .. ':' ..
-      (need and string.format('%.17g', need) or '-') .. ':' .. seq
+    local needed = '-'
+    if need == math.huge then
+      needed = '+'
+    elseif need ~= nil then
+      needed = string.format('%.17g', need)
+    end
+    mine = (limit and string.format('%.17g', limit) or '-') .. ':' .. needed .. ':' .. seq
     if limit ~= nil and limit > 0 and
         (low == nil or limit <= low or now - low_at >= PACER_RECENT) then
       low, low_at = limit, now
@@ -382,17 +395,21 @@ local function pacer(id, suffix, limit, need, seq)
   end
   redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine,
     'limit', string.format('%.17g', low), 'limit_at', low_at)
-  local needs, own_need = {}, math.huge
+  -- Every member's need (``limit:need:seq``); one not known (``-``, or an older member's
+  -- ``limit:seq``) is an equal part of the limit.
+  local words, own_word = {}, '-'
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 1) == 'p' then
-      -- ``limit:need:seq``; a need not a number (``-``, or an older member's ``limit:seq``)
-      -- is unbounded.
-      local need_of = tonumber(string.match(all[i + 1], '^[^:]*:([^:]*):[^:]*$')) or math.huge
-      needs[#needs + 1] = need_of
-      if all[i] == own then own_need = need_of end
+      local word = string.match(all[i + 1], '^[^:]*:([^:]*):[^:]*$') or '-'
+      words[#words + 1] = word
+      if all[i] == own then own_word = word end
     end
   end
+  local equal = low / math.max(1, #words)
+  local needs = {}
+  for i = 1, #words do needs[i] = need_of(words[i]) or equal end
+  local own_need = need_of(own_word) or equal
   local share = math.min(1, fair_share(needs, own_need, low))
   return string.format('%.17g', low) .. ' ' .. n .. ' ' .. string.format('%.17g', share)
 end
@@ -451,7 +468,7 @@ for line in string.gmatch(ARGV[5], '[^\\n]+') do
   elseif op == 't' then
     out[#out + 1] = throttle(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
   elseif op == 'p' then
-    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
+    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), need_of(f[5]), tonumber(f[6]))
   elseif op == 'x' then
     out[#out + 1] = leave(f[2], member .. '.' .. f[3], f[4])
   else
