@@ -131,8 +131,8 @@ class SharedPacer:
     def due(self) -> bool:
         """Whether this step should carry a record: the pacer sent since the last one (it
         needs the fleet's news), learned another limit, is due to repeat it (`REPORT_EVERY`),
-        asked for more than `MIN_NEED` until a measure ago (it went quiet: its share goes
-        back to the others), or the store is to be told again."""
+        reported a need above `MIN_NEED` a measure ago or more (if it went quiet, its share
+        goes back to the others), or the store is to be told again."""
         pacer = self._pacer()
         if pacer is None:
             return False

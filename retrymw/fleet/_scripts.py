@@ -47,7 +47,8 @@ PACER_RECENT_MS = 30_000
 # * ``t <serial> <S> <requests> <accepts> <overloaded>``
 #   -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
 # * ``p <serial> <S> <limit> <need> <seq>`` -> ``<limit> <members> [<share>]``: the pacer rule
-#   below (a limit ``-``: none learned, or none in the store; a need ``-``: unbounded).
+#   below (a limit ``-``: none learned, or none in the store; a need ``+``: held back, ``-``:
+#   not measured).
 # * ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
 #
 # The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
@@ -85,11 +86,16 @@ PACER_RECENT_MS = 30_000
 # A report is fenced by its link's sequence number: one not newer than the last taken is
 # ignored (membership still counts). ``members`` counts the live members pacing the target
 # (recounted at each sweep). Shares follow demand, max-min fair: each record carries the
-# member's *need*, the requests/s it asks for (what it asked with room to grow; unbounded,
-# ``-``, while it is held back at its share or has not measured yet). The limit is filled like
-# water: every need below the level is met, the members above it share the rest equally, and
-# what no need takes is split among all. The reply's ``share`` is this member's part, ``give /
-# limit``; the parts never sum past the limit. Equal needs (or none measured) give equal shares.
+# member's *need*, the requests/s it asks for: what it asked (sends and refusals) with room to
+# grow; ``+``, as much as it can get, while it is held back at its share; ``-`` before it
+# measured (a new member, or an older one that reports no need), which counts as an equal
+# part, ``limit / members``. The limit is filled like water: every need below the level is met,
+# the members above it (those held back) share the rest equally, and what no need takes is
+# split among all, so a member that is not held back always has room to grow. The reply's
+# ``share`` is this member's part over the limit; the parts, computed on the same needs, never
+# sum past the limit. Equal needs (or none measured) give equal shares, ``1 / members``; a
+# member not measured gets exactly that. A member that stops sending records once more, a
+# measure later, asking for the least (`_pacer` ``MIN_NEED``): its share returns to the others.
 #
 # **The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
 # open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process

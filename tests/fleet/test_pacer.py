@@ -1,9 +1,10 @@
 """Fleet-wide pacing: a member's share and limit (`SharedPacer`, FakeClock), the store's rule
 for the shared limit (real redis), and its replies checked.
 
-The arithmetic: a member paces at ``limit * HEADROOM * share`` with ``share = 1 / members``
-(the store's count of members pacing the target); before the store answered, at one over
-``assumed_members``; degraded, at one over the members it last saw, against the last limit.
+The arithmetic: a member paces at ``limit * HEADROOM * share``, the share the store's max-min
+fair rule gives over the members' needs (``1 / members`` for equal demand, or for a member not
+measured yet); before the store answered, at one over ``assumed_members``; degraded, at one
+over the members it last saw, against the last limit.
 """
 
 from __future__ import annotations
