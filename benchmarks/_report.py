@@ -234,12 +234,7 @@ def markdown(
     ]
     if targets:
         out += ["## Targets", "", "| target | figure | goal | verdict |", "|---|---|---|---|"]
-        out += [
-            f"| {t.title} | {t.figure} | {t.goal} | {'met' if t.met else 'MISSED'} |"
-            if t.met is not None
-            else f"| {t.title} | {t.figure} | {t.goal} | not measured |"
-            for t in targets
-        ]
+        out += [f"| {t.title} | {t.figure} | {t.goal} | {t.verdict} |" for t in targets]
         out.append("")
     for result in results:
         group = result.group
@@ -268,7 +263,9 @@ def readme_section(targets: Sequence[Target], info: dict[str, Any], command: str
     ]
     # What a reader of the README needs is the measured figure; the goals and their verdicts
     # are the project's own business and stay in RESULTS.md.
-    out += [f"| {t.title} | {t.figure if t.met is not None else 'not measured'} |" for t in targets]
+    out += [
+        f"| {t.title} | {t.figure if t.ratio is not None else 'not measured'} |" for t in targets
+    ]
     out.append(README_END)
     return "\n".join(out)
 

@@ -7,21 +7,34 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._harness import DASH, TIMES, GroupResult, paired_ratio
+from .cases_core import KEPT_PROMISES
 
 __all__ = ["Target", "evaluate"]
 
-Kind = Literal["at_most", "at_least", "noise"]
+# A reference row has no goal: it shows what a goal's floor is made of (``met`` stays None).
+Kind = Literal["at_most", "at_least", "noise", "reference"]
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One promise: ``figure`` is the measured ratio, ``met`` is None when it could not run."""
+    """One promise: ``figure`` is the measured ratio, ``met`` is None when it could not run
+    or the row is a reference (no goal)."""
 
     title: str
     goal: str
     figure: str
     met: bool | None
     ratio: float | None
+    reference: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``met``, ``MISSED``, ``reference`` or ``not measured``."""
+        if self.ratio is None:
+            return "not measured"
+        if self.reference:
+            return "reference"
+        return "met" if self.met else "MISSED"
 
     def as_dict(self) -> dict[str, Any]:
         """For the JSON document."""
@@ -30,6 +43,7 @@ class Target:
             "goal": self.goal,
             "figure": self.figure,
             "met": self.met,
+            "verdict": self.verdict,
             "ratio": self.ratio,
         }
 
@@ -52,6 +66,10 @@ def _at_most(title: str, group: str, numerator: str, denominator: str, bound: fl
     return _Spec(title, group, (numerator,), (denominator,), "at_most", bound)
 
 
+def _reference(title: str, group: str, numerator: str, denominator: str) -> _Spec:
+    return _Spec(title, group, (numerator,), (denominator,), "reference", 0.0)
+
+
 def _noise(title: str, group: str, numerator: str, denominator: str) -> _Spec:
     return _Spec(title, group, (numerator,), (denominator,), "noise", _NOISE)
 
@@ -72,12 +90,24 @@ _SPECS: tuple[_Spec, ...] = (
         "hand-written loop",
         1.5,
     ),
+    _reference(
+        "async success: hand-written loop with a stamp and a budget / hand-written loop",
+        "success-async",
+        KEPT_PROMISES,
+        "hand-written loop",
+    ),
     _at_most(
         "sync success: Retrier.call_sync / hand-written loop",
         "success-sync",
         "Retrier.call_sync",
         "hand-written loop",
         1.5,
+    ),
+    _reference(
+        "sync success: hand-written loop with a stamp and a budget / hand-written loop",
+        "success-sync",
+        KEPT_PROMISES,
+        "hand-written loop",
     ),
     _at_most(
         "async fail, fail, ok: Retrier.call, no budget / hand-written + sleep(0)",
@@ -114,6 +144,14 @@ _SPECS: tuple[_Spec, ...] = (
             ),
         )
         for peer, forms in peers
+    ),
+    _Spec(
+        "sync success: fastest tenacity / hand-written loop with a stamp and a budget",
+        "success-sync",
+        ("tenacity Retrying", "@tenacity.retry"),
+        (KEPT_PROMISES,),
+        "reference",
+        0.0,
     ),
     _at_most(
         "MockTransport 200: retrymw transport, no instruments / bare client",
@@ -183,6 +221,8 @@ def _goal(spec: _Spec) -> str:
         return f"≤ {spec.bound:g}{TIMES}"
     if spec.kind == "at_least":
         return f"≥ {spec.bound:g}{TIMES}"
+    if spec.kind == "reference":
+        return "none (what the floor is made of)"
     return f"within noise (±{spec.bound * 100:g}% or IQR spans 1)"
 
 
@@ -200,6 +240,8 @@ def _evaluate(spec: _Spec, results: Mapping[str, GroupResult]) -> Target:
     figure = f"{ratio:.2f}{TIMES} (IQR {q1:.2f}{DASH}{q3:.2f})"
     if len(top) > 1:
         figure += f", {num.name}"
+    if spec.kind == "reference":
+        return Target(spec.title, _goal(spec), figure, None, ratio, reference=True)
     if spec.kind == "at_most":
         met = ratio <= spec.bound
     elif spec.kind == "at_least":

@@ -16,7 +16,15 @@ from typing import Any
 
 from ._harness import Case, Group, Mode, Prepared
 
-__all__ = ["ATTEMPTS", "RESULT", "flaky_async", "flaky_sync", "groups", "retrymw_retrier"]
+__all__ = [
+    "ATTEMPTS",
+    "KEPT_PROMISES",
+    "RESULT",
+    "flaky_async",
+    "flaky_sync",
+    "groups",
+    "retrymw_retrier",
+]
 
 ATTEMPTS = 3
 RESULT = 42
@@ -82,6 +90,52 @@ def floor_sync(fn: Callable[[], Any]) -> Any:
     return None  # pragma: no cover - unreachable
 
 
+# Two promises every retrymw success keeps, whatever it is configured with: the time stamped
+# before the first attempt (a failure a call nested in this one already gave up on is final:
+# retry at one layer) and the retry budget funded. `floor_kept_async` / `floor_kept_sync` keep
+# them by hand: the least a retry wrapper with those promises can cost.
+GAVE_UP_BELOW = "_gave_up_at"
+KEPT_PROMISES = "hand-written loop, stamp and budget"
+
+
+def _gave_up_below(error: Exception, since: int) -> bool:
+    """Whether a call nested in this one stamped ``error`` as final after ``since``."""
+    stamp = getattr(error, GAVE_UP_BELOW, None)
+    return type(stamp) is int and stamp > since
+
+
+async def floor_kept_async(fn: Callable[[], Awaitable[Any]], budget: Any) -> Any:
+    """`floor_async` keeping the two promises (above): its stamp, and ``budget`` funded."""
+    since = time.monotonic_ns()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            result = await fn()
+        except Exception as error:
+            if attempt == ATTEMPTS or _gave_up_below(error, since):
+                raise
+        else:
+            budget.record_success()
+            return result
+        await asyncio.sleep(0)
+    return None  # pragma: no cover - unreachable
+
+
+def floor_kept_sync(fn: Callable[[], Any], budget: Any) -> Any:
+    """Sync twin of `floor_kept_async`."""
+    since = time.monotonic_ns()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            result = fn()
+        except Exception as error:
+            if attempt == ATTEMPTS or _gave_up_below(error, since):
+                raise
+        else:
+            budget.record_success()
+            return result
+        time.sleep(0)
+    return None  # pragma: no cover - unreachable
+
+
 def retrymw_retrier(*, budget: str = "default", instruments: Any = ()) -> Any:
     """A `Retrier` with the common configuration; ``budget`` is default, off or generous."""
     from retrymw import Retrier, RetryBudget, RetryPolicy
@@ -142,6 +196,13 @@ def _cases(mode: Mode, failing: bool) -> list[Case]:
     def floor() -> Prepared:
         fn, check = target()
         return Prepared(op=floor_async if is_async else floor_sync, args=(fn,), check=check)
+
+    def floor_kept() -> Prepared:
+        from retrymw import RetryBudget
+
+        fn, check = target()
+        op = floor_kept_async if is_async else floor_kept_sync
+        return Prepared(op=op, args=(fn, RetryBudget()), check=check)
 
     def retrier_call(budget: str) -> Callable[[], Prepared]:
         def make() -> Prepared:
@@ -217,6 +278,7 @@ def _cases(mode: Mode, failing: bool) -> list[Case]:
         cases = [
             Case(bare_name, "bare", bare, mode, baseline=True),
             floor_case,
+            Case(KEPT_PROMISES, "hand-written", floor_kept, mode),
             Case(call, "retrymw", retrier_call("default"), mode),
             Case(f"{call} budget=None", "retrymw", retrier_call("off"), mode),
             Case("@Retrier", "retrymw", retrier_decorator("default"), mode),

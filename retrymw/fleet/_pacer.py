@@ -5,16 +5,19 @@ requests limit its pacer learned from the server's headers, and the store keeps 
 recent* one (a higher report replaces it only once nobody repeated the lower one for
 `_scripts` ``PACER_RECENT``), so one member's answers slow every member. Each member paces
 against that limit at its *share*, which follows demand: each record carries the member's
-*need* (the requests/s it asked for over the last `MEASURE_OVER` seconds, with `ROOM_TO_GROW`;
-unbounded while it asks for nearly all its share, `HELD_BACK`, or before it measured), and the
-store fills the limit max-min fair over the members' needs (`_scripts` states the rule).
+*need* (the requests/s it asked for, sends and refusals, over the last `MEASURE_OVER` seconds,
+with `ROOM_TO_GROW`; "as much as it can get" while it asks for nearly all its share,
+`HELD_BACK`; not known before it measured), and the store fills the limit max-min fair over the
+members' needs, a need not known counting as an equal part (`_scripts` states the rule).
 Nothing happens on the request path: the pacer decides every send locally (`Pacer.reserve`), and
 a synchroniser step that has something to say for it (it sent since the last record, learned a
-new limit, is due to repeat its limit, or rejoins) sends one *record*; the answer sets the
+new limit, is due to repeat its limit, its need fell since the last measure, or it rejoins)
+sends one *record*; the answer sets the
 pacer's limit (`Pacer.adopt_limit`) and share (`Pacer.share`). The first answer after joining
 counts the whole namespace's members if it has more: processes that start together join the
 target together, and each would otherwise pace at one over the members that joined before it
-until its next step. A pacer that sends nothing costs nothing until it sends again.
+until its next step. A pacer that stops sending sends one more record, a second later, to give
+its share back (it asks for nothing now); then nothing until it sends again.
 
 Degraded (the store is slow, hung, down, answering garbage, or was never reached): the member
 keeps the last limit it saw and paces at a *conservative share*: one over the most members it
@@ -29,6 +32,7 @@ the last it took from the same link (a step retried after a timeout, a delayed d
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from typing import final
@@ -102,7 +106,7 @@ class SharedPacer:
         self._settled = False  # an answer came since joining (or rejoining)
         self._reported_at: float | None = None  # when (the pacer's clock); None: report now
         # Demand: the sends and refusals counted at the last measure, and when; the need
-        # reported (None: unbounded, or not measured yet).
+        # reported (requests/s; inf: held back, as much as it can get; None: not measured).
         self._asked = 0
         self._asked_at: float | None = None
         self._need: float | None = None
@@ -127,7 +131,8 @@ class SharedPacer:
     def due(self) -> bool:
         """Whether this step should carry a record: the pacer sent since the last one (it
         needs the fleet's news), learned another limit, is due to repeat it (`REPORT_EVERY`),
-        or the store is to be told again."""
+        reported a need above `MIN_NEED` a measure ago or more (if it went quiet, its share
+        goes back to the others), or the store is to be told again."""
         pacer = self._pacer()
         if pacer is None:
             return False
@@ -136,7 +141,18 @@ class SharedPacer:
             reported = self._reported_at
             if reported is None or stats.sends != self._sends or stats.limit != self._sent:
                 return True
-            return stats.limit is not None and pacer.clock.now() - reported >= REPORT_EVERY
+            now = pacer.clock.now()
+            if self._need_may_fall(now):
+                return True
+            return stats.limit is not None and now - reported >= REPORT_EVERY
+
+    def _need_may_fall(self, now: float) -> bool:
+        """Whether the need reported is more than the least and a new measure is due (the
+        caller holds the lock): without a send since, the need falls to `MIN_NEED`."""
+        since, need = self._asked_at, self._need
+        if since is None or now - since < MEASURE_OVER:
+            return False
+        return need is None or need > MIN_NEED
 
     def record(self) -> tuple[str, int]:
         """The step's record (`_scripts`): the limit this member learned, its need, and its
@@ -154,12 +170,13 @@ class SharedPacer:
                 self._measure_need(stats, now)
             seq, need = self._seq, self._need
         shown = "-" if learned is None else repr(learned)
-        needed = "-" if need is None else repr(need)
+        needed = "-" if need is None else "+" if need == math.inf else repr(need)
         return f"p {self.serial} {self.suffix} {shown} {needed} {seq}", 0
 
     def _measure_need(self, stats: PacerStatistics, now: float) -> None:
         """Every `MEASURE_OVER` seconds, the need from what was asked since (the caller holds
-        the lock): unbounded when that nearly fills the rate the member paces at."""
+        the lock): as much as it can get (inf) when that nearly fills the rate the member
+        paces at."""
         asked = stats.sends + stats.refused
         since = self._asked_at
         if since is not None and now - since < MEASURE_OVER:
@@ -167,11 +184,12 @@ class SharedPacer:
         if since is not None:
             wanted = (asked - self._asked) / (now - since)
             held = stats.rate is not None and wanted >= HELD_BACK * stats.rate
-            self._need = None if held else max(MIN_NEED, wanted * ROOM_TO_GROW)
+            self._need = math.inf if held else max(MIN_NEED, wanted * ROOM_TO_GROW)
         self._asked, self._asked_at = asked, now
 
     def apply(self, reply: PacerReply, namespace_members: int) -> None:
-        """Pace against the fleet's limit, at one over the members pacing the target."""
+        """Pace against the fleet's limit, at the share the store gave (one over the members
+        pacing the target, or over the namespace's, while joining)."""
         with self._lock:
             self.members = reply.members
             self.namespace_members = namespace_members

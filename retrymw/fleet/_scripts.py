@@ -47,7 +47,8 @@ PACER_RECENT_MS = 30_000
 # * ``t <serial> <S> <requests> <accepts> <overloaded>``
 #   -> ``<requests> <accepts> <overloaded> <members>``: the other members' sums.
 # * ``p <serial> <S> <limit> <need> <seq>`` -> ``<limit> <members> [<share>]``: the pacer rule
-#   below (a limit ``-``: none learned, or none in the store; a need ``-``: unbounded).
+#   below (a limit ``-``: none learned, or none in the store; a need ``+``: held back, ``-``:
+#   not measured).
 # * ``x <kind letter> <serial> <S>`` -> ``x``: the object left (evicted, detached, closed).
 #
 # The reply is one string: a header line ``<now> <seq> <members> <flags>`` (flags ``-``, or
@@ -85,11 +86,16 @@ PACER_RECENT_MS = 30_000
 # A report is fenced by its link's sequence number: one not newer than the last taken is
 # ignored (membership still counts). ``members`` counts the live members pacing the target
 # (recounted at each sweep). Shares follow demand, max-min fair: each record carries the
-# member's *need*, the requests/s it asks for (what it asked with room to grow; unbounded,
-# ``-``, while it is held back at its share or has not measured yet). The limit is filled like
-# water: every need below the level is met, the members above it share the rest equally, and
-# what no need takes is split among all. The reply's ``share`` is this member's part, ``give /
-# limit``; the parts never sum past the limit. Equal needs (or none measured) give equal shares.
+# member's *need*, the requests/s it asks for: what it asked (sends and refusals) with room to
+# grow; ``+``, as much as it can get, while it is held back at its share; ``-`` before it
+# measured (a new member, or an older one that reports no need), which counts as an equal
+# part, ``limit / members``. The limit is filled like water: every need below the level is met,
+# the members above it (those held back) share the rest equally, and what no need takes is
+# split among all, so a member that is not held back always has room to grow. The reply's
+# ``share`` is this member's part over the limit; the parts, computed on the same needs, never
+# sum past the limit. Equal needs (or none measured) give equal shares, ``1 / members``; a
+# member not measured gets exactly that. A member that stops sending records once more, a
+# measure later, asking for the least (`_pacer` ``MIN_NEED``): its share returns to the others.
 #
 # **The breaker rule.** The shared circuit is ``closed`` or ``open`` until ``reopen`` (store ms);
 # open past ``reopen`` it is half-open, and its probes hold leases (`PROBE`). A vote is a process
@@ -337,7 +343,7 @@ end
 local PACER_RECENT = 30000  -- PACER_RECENT_MS in Python
 
 -- This member's part of ``limit`` by max-min fairness over every member's need (math.huge:
--- unbounded), ``own`` its own need.
+-- as much as it can get), ``own`` its own need.
 local function fair_share(needs, own, limit)
   table.sort(needs)
   local remaining, k = limit, #needs
@@ -348,6 +354,14 @@ local function fair_share(needs, own, limit)
     remaining, k = remaining - needs[i], k - 1
   end
   return (own + remaining / #needs) / limit  -- every need met: the rest split among all
+end
+
+-- A need as recorded: requests/s, ``+`` (held back: math.huge) or ``-`` (not known: nil).
+local function need_of(word)
+  if word == '+' then return math.huge end
+  local need = tonumber(word)
+  if need ~= nil and need >= 0 and need < math.huge then return need end
+  return nil
 end
 
 local function pacer(id, suffix, limit, need, seq)
@@ -364,8 +378,13 @@ local function pacer(id, suffix, limit, need, seq)
     n = n + 1
   end
   if seq ~= nil then
-    mine = (limit and string.format('%.17g', limit) or '-') .. ':' ..
-      (need and string.format('%.17g', need) or '-') .. ':' .. seq
+    local needed = '-'
+    if need == math.huge then
+      needed = '+'
+    elseif need ~= nil then
+      needed = string.format('%.17g', need)
+    end
+    mine = (limit and string.format('%.17g', limit) or '-') .. ':' .. needed .. ':' .. seq
     if limit ~= nil and limit > 0 and
         (low == nil or limit <= low or now - low_at >= PACER_RECENT) then
       low, low_at = limit, now
@@ -382,17 +401,21 @@ local function pacer(id, suffix, limit, need, seq)
   end
   redis.call('HSET', key, 'n', n, 'sweep', sweep, own, mine,
     'limit', string.format('%.17g', low), 'limit_at', low_at)
-  local needs, own_need = {}, math.huge
+  -- Every member's need (``limit:need:seq``); one not known (``-``, or an older member's
+  -- ``limit:seq``) is an equal part of the limit.
+  local words, own_word = {}, '-'
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 1) == 'p' then
-      -- ``limit:need:seq``; a need not a number (``-``, or an older member's ``limit:seq``)
-      -- is unbounded.
-      local need_of = tonumber(string.match(all[i + 1], '^[^:]*:([^:]*):[^:]*$')) or math.huge
-      needs[#needs + 1] = need_of
-      if all[i] == own then own_need = need_of end
+      local word = string.match(all[i + 1], '^[^:]*:([^:]*):[^:]*$') or '-'
+      words[#words + 1] = word
+      if all[i] == own then own_word = word end
     end
   end
+  local equal = low / math.max(1, #words)
+  local needs = {}
+  for i = 1, #words do needs[i] = need_of(words[i]) or equal end
+  local own_need = need_of(own_word) or equal
   local share = math.min(1, fair_share(needs, own_need, low))
   return string.format('%.17g', low) .. ' ' .. n .. ' ' .. string.format('%.17g', share)
 end
@@ -451,7 +474,7 @@ for line in string.gmatch(ARGV[5], '[^\\n]+') do
   elseif op == 't' then
     out[#out + 1] = throttle(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
   elseif op == 'p' then
-    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), tonumber(f[5]), tonumber(f[6]))
+    out[#out + 1] = pacer(id, suffix, tonumber(f[4]), need_of(f[5]), tonumber(f[6]))
   elseif op == 'x' then
     out[#out + 1] = leave(f[2], member .. '.' .. f[3], f[4])
   else

@@ -1,9 +1,10 @@
 """Fleet-wide pacing: a member's share and limit (`SharedPacer`, FakeClock), the store's rule
 for the shared limit (real redis), and its replies checked.
 
-The arithmetic: a member paces at ``limit * HEADROOM * share`` with ``share = 1 / members``
-(the store's count of members pacing the target); before the store answered, at one over
-``assumed_members``; degraded, at one over the members it last saw, against the last limit.
+The arithmetic: a member paces at ``limit * HEADROOM * share``, the share the store's max-min
+fair rule gives over the members' needs (``1 / members`` for equal demand, or for a member not
+measured yet); before the store answered, at one over ``assumed_members``; degraded, at one
+over the members it last saw, against the last limit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from retrymw import Pacer, PerTarget, Retrier
 from retrymw._protect.pacer import HEADROOM, RateLimits
 from retrymw.fleet import RedisFleet
-from retrymw.fleet._pacer import REPORT_EVERY, ROOM_TO_GROW, SharedPacer
+from retrymw.fleet._pacer import MEASURE_OVER, MIN_NEED, REPORT_EVERY, ROOM_TO_GROW, SharedPacer
 from retrymw.fleet._replies import PacerReply, ReplyError, parse_step
 from retrymw.testing import FakeClock
 
@@ -116,12 +117,43 @@ def test_a_member_reports_what_it_learned_when_it_changes_and_every_report_perio
     assert link.due()
     assert link.record() == ("p 7 a%3Ab:h 50.0 - 2", 0)  # each newer than the last (fence)
     assert not link.due()
+    clock.advance(MEASURE_OVER)
+    assert link.due()  # measured: it asked for nothing, so it asks for the least
+    assert link.record() == (f"p 7 a%3Ab:h 50.0 {MIN_NEED!r} 3", 0)
+    assert not link.due()  # quiet, and its need can fall no further
     clock.advance(REPORT_EVERY - 0.5)
     assert not link.due()
     clock.advance(0.5)
     assert link.due()  # repeated, so that the store keeps it against higher limits
     link.resend()
     assert link.due()
+
+
+def test_a_member_records_its_need_and_whether_it_is_held_back() -> None:
+    """Its need is what it asked for (sends and refusals) over the last second with room to
+    grow, ``+`` while that nearly fills the rate it paces at; once it stops sending, one more
+    record a second later gives its share back."""
+    clock = FakeClock()
+    pacer = Pacer(name="api", clock=clock)
+    link = SharedPacer(pacer, "api:", 1, assumed_members=4)
+    learned(pacer, clock, 50.0)
+    for _ in range(2):  # joining, then joined, at a quarter
+        link.record()
+        link.apply(PacerReply(limit=50.0, members=4, share=0.25), 4)
+    clock.advance(1.0)
+    for _ in range(4):  # 4/s asked, well within 12.25/s
+        pacer.reserve(clock.now())
+    assert link.record()[0] == f"p 1 api: 50.0 {4 * ROOM_TO_GROW!r} 3"
+    clock.advance(1.0)
+    for _ in range(12):  # nearly all its 12.25/s: held back (the refused ones count)
+        pacer.reserve(clock.now(), within=0.1)
+    assert pacer.statistics().refused > 0
+    assert link.record()[0] == "p 1 api: 50.0 + 4"
+    assert not link.due()  # measured a moment ago
+    clock.advance(1.0)
+    assert link.due()  # no send since, but its need falls
+    assert link.record()[0] == f"p 1 api: 50.0 {MIN_NEED!r} 5"
+    assert not link.due()
 
 
 def test_replies_are_checked() -> None:
@@ -281,3 +313,76 @@ def test_shares_follow_demand_max_min_fair(fleets: list[RedisFleet]) -> None:
     assert sum(p.share for p in pacers) <= 1.0 + 1e-9
     second([0, 0, 0])  # the busy member went quiet: it gives its share back, all equal again
     assert [p.share for p in pacers] == [pytest.approx(1 / 3)] * 3
+
+
+def asked(pacers: list[Pacer], counts: list[int], clock: FakeClock) -> None:
+    """Each member asks for ``counts[i]`` sends now (and nothing else)."""
+    for pacer, count in zip(pacers, counts, strict=True):
+        for _ in range(count):
+            pacer.reserve(clock.now())
+
+
+def synced(fleets: list[RedisFleet], rounds: int = 2) -> None:
+    """Steps only: a member that sends nothing sends nothing here either."""
+    for _ in range(rounds):
+        for fleet in fleets:
+            assert fleet.sync()
+
+
+def test_a_busy_member_that_falls_silent_gives_its_share_back(fleets: list[RedisFleet]) -> None:
+    """The busy member stops sending altogether (no send, so no record for its sends): within
+    a second's measure and a step it reports that it asks for nothing, and the two others,
+    still asking 2/s, get their equal part back and more."""
+    clock = FakeClock()
+    pacers = [Pacer(name="api", clock=clock) for _ in fleets]
+    for fleet, pacer in zip(fleets, pacers, strict=True):
+        fleet.attach(pacer, target="llm")
+        learned(pacer, clock, 60.0)
+    asked(pacers, [1, 1, 1], clock)
+    synced(fleets)
+    for counts in ([38, 2, 2], [38, 2, 2]):  # two seconds busy: measured, held back
+        clock.advance(1.0)
+        asked(pacers, counts, clock)
+        synced(fleets)
+    assert pacers[0].share > 0.8
+    assert pacers[1].share == pytest.approx(2 * ROOM_TO_GROW / 60)
+    for _ in range(2):  # then silent, the others still asking 2/s
+        clock.advance(1.0)
+        asked(pacers, [0, 2, 2], clock)
+        synced(fleets)
+    shares = [p.share for p in pacers]
+    assert shares[1] >= 1 / 3
+    assert shares[2] >= 1 / 3
+    assert shares[0] < 1 / 3
+    assert sum(shares) <= 1.0 + 1e-9
+
+
+def test_a_member_that_has_not_measured_its_demand_gets_an_equal_share(
+    fleets: list[RedisFleet],
+) -> None:
+    """Two members measured (one held back, one asking 2/s), a third joins: until it reports
+    what it asks for it gets one over the members, not an equal part of what the quiet one
+    leaves (that would take from the busy member for a demand nobody measured)."""
+    clock = FakeClock()
+    pacers = [Pacer(name="api", clock=clock) for _ in fleets]
+    for fleet, pacer in zip(fleets[:2], pacers[:2], strict=True):
+        fleet.attach(pacer, target="llm")
+        learned(pacer, clock, 60.0)
+    asked(pacers[:2], [1, 1], clock)
+    synced(fleets[:2])
+    clock.advance(1.0)
+    asked(pacers[:2], [70, 2], clock)  # more than the whole limit: held back
+    synced(fleets[:2], rounds=1)
+    asked(pacers[:2], [1, 1], clock)  # each hears the other's need
+    synced(fleets[:2], rounds=1)
+    assert pacers[0].share == pytest.approx(1 - 2 * ROOM_TO_GROW / 60)
+    fleets[2].attach(pacers[2], target="llm")
+    learned(pacers[2], clock, 60.0)
+    for _ in range(2):  # joining, then joined; no second has passed: nothing measured
+        asked(pacers, [1, 1, 1], clock)
+        synced(fleets, rounds=1)
+    shares = [p.share for p in pacers]
+    assert shares[2] == pytest.approx(1 / 3)
+    assert shares[1] == pytest.approx(2 * ROOM_TO_GROW / 60)
+    assert shares[0] == pytest.approx(1 - 1 / 3 - 2 * ROOM_TO_GROW / 60)
+    assert sum(shares) <= 1.0 + 1e-9
