@@ -71,6 +71,10 @@ def test_quick_run_reports_every_group_and_library(tmp_path: Path) -> None:
     assert report["machine"]["python"]
     assert report["machine"]["versions"]["retrymw"]
     assert {target["title"] for target in report["targets"]}, "targets are evaluated"
+    # A reference row shows what a floor is made of: measured, with no goal to meet or miss.
+    references = [target for target in report["targets"] if target["verdict"] == "reference"]
+    assert references, "the success floors' reference rows are evaluated"
+    assert all(target["met"] is None and target["ratio"] > 0 for target in references)
     text = markdown.read_text(encoding="utf-8")
     assert all(f"(`{name}`)" in text for name in EXPECTED)
     refreshed = readme.read_text(encoding="utf-8")

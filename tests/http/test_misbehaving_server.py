@@ -99,9 +99,10 @@ def test_sync_raising_predicate_closes_the_response_it_judged(
 
 # -- deadlines and timeouts are bounds ------------------------------------------------------------
 
-# Every wall-time bound below is the policy's limit plus this: generous for a loaded machine,
-# yet far below the seconds each misbehaving server would otherwise hold a call.
-MARGIN = 0.3
+# Every wall-time bound below is the policy's limit plus this: generous for a machine whose
+# CPUs are busy with other work (0.3 s was overrun there), yet well below the 3 s or more each
+# misbehaving server would otherwise hold a call.
+MARGIN = 1.0
 DEADLINE = 0.5
 # A 503 whose 30-byte body takes 3 s to arrive, or arrives after a 3 s stall.
 TRICKLED_503 = Step(503, body=b"x" * 30, pace=0.1)
@@ -209,13 +210,17 @@ async def test_slow_superseded_body_without_limits_is_capped(server: FlakyServer
 def test_sync_trickled_head_is_bounded(
     server: FlakyServer, fields: dict[str, Any], bound: float
 ) -> None:
-    """Headers trickled byte by byte never trip a per-read timeout, yet the attempt ends."""
+    """Headers trickled byte by byte never trip a per-read timeout, yet the attempt ends.
+
+    With its time limit: a read timeout, or, on a machine so busy that the last attempt's limit
+    passes before its request is written, a write timeout.
+    """
     url = server.script(TRICKLED_HEAD)
     transport = RetryTransport(policy=quick(**fields), instruments=(), budget=None)
     with (
         httpx.Client(transport=transport) as client,
         Stopwatch() as watch,
-        pytest.raises(httpx.ReadTimeout),
+        pytest.raises((httpx.ReadTimeout, httpx.WriteTimeout)),
     ):
         client.get(url)
     assert watch.seconds < bound + MARGIN
