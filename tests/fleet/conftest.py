@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import tests.redis_server
+from retrymw.fleet import RedisFleet
 from tests.redis_server import RedisServer as _RedisServer
 
 
@@ -48,6 +49,18 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
+    """Three fleet members on ``redis_server`` (namespace ``pace``), stepped by hand."""
+    members = [
+        RedisFleet(redis_server.url, namespace="pace", sync_interval="100ms", start=False)
+        for _ in range(3)
+    ]
+    yield members
+    for fleet in members:
+        fleet.close()
 
 
 @pytest.fixture
