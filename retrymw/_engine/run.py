@@ -297,19 +297,23 @@ class CallRun(CallState):
 
     def admits_hedge(self) -> bool:
         """Whether an extra copy of the attempt may be sent now: the circuit is closed, the
-        pacer has a slot for it now (a copy exists to save time: it never waits for one), the
-        throttle sheds nothing and admits it (it counts each copy sent), and the retry budget
-        pays for it as for a retry."""
+        throttle sheds nothing, the pacer has a slot for it now (a copy exists to save time: it
+        never waits for one), the throttle admits it (it counts each copy sent), and the retry
+        budget pays for it as for a retry.
+
+        A slot cannot be given back, so the pacer books one only once a shedding throttle or an
+        open circuit had its say; a budget that then refuses the copy leaves that slot unused.
+        """
         breaker, throttle, budget, pacer = self.breaker, self.throttle, self.budget, self.pacer
         if breaker is not None and breaker.state != "closed":
+            return False
+        if throttle is not None and throttle.reject_probability() > 0.0:
             return False
         if pacer is not None:
             now = self.runtime.clock.now()
             if not pacer.reserve(now, pacer.cost_of(self.request), within=0.0).granted:
                 return False
-        if throttle is not None and (
-            throttle.reject_probability() > 0.0 or not throttle.allow_request()
-        ):
+        if throttle is not None and not throttle.allow_request():
             return False
         if budget is None or budget.try_acquire():
             return True

@@ -1,15 +1,17 @@
 """A hedge's copy is a send: the pacer must have a slot for it now, and hears its answer.
 
-Regressions: copies went out past the pacer's limit, and a copy's 429 replaced by another
-copy's answer never reached the pacer.
+Regressions: copies went out past the pacer's limit, a copy's 429 replaced by another copy's
+answer never reached the pacer, and a copy a shedding throttle refused had booked a slot first.
 """
 
 from __future__ import annotations
 
+import random
+
 import anyio
 import pytest
 
-from retrymw import Hedge, Pacer, Retrier, RetryPolicy
+from retrymw import AdaptiveThrottle, Hedge, Pacer, Retrier, RetryPolicy
 from retrymw.testing import FakeClock
 
 
@@ -43,6 +45,44 @@ async def test_a_pacer_without_a_slot_now_sends_no_hedge() -> None:
     (stats,) = hedge.statistics().targets.values()
     assert (stats.hedges, stats.denied) == (0, 1)
     assert pacer.statistics().sends == 1
+
+
+class AdmitsFirst(random.Random):
+    """Draws that admit whatever the throttle's shedding probability (the attempt goes)."""
+
+    def random(self) -> float:
+        return 0.999
+
+
+@pytest.mark.anyio
+async def test_a_copy_a_shedding_throttle_refuses_books_no_pacer_slot() -> None:
+    """The throttle sheds (its overload refusals outnumber its accepts): it refuses every copy,
+    and the pacer, asked after it, books no slot for a copy that is never sent."""
+
+    async def fn() -> str:
+        await anyio.sleep(0.05)
+        return "only copy"
+
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(min_requests=1, clock=clock, rng=AdmitsFirst())
+    for _ in range(20):
+        assert throttle.allow_request()
+        throttle.record_failure(overloaded=True)
+    assert throttle.reject_probability() > 0.0
+    pacer = Pacer(rate="100/s", burst=10, clock=clock)  # room for the copy
+    hedge = Hedge("1ms")
+    retrier = Retrier(
+        RetryPolicy(attempts=3, retry_on=[ConnectionError]),
+        hedge=hedge,
+        pacer=pacer,
+        throttle=throttle,
+        clock=clock,
+        instruments=(),
+    )
+    assert await retrier.call(fn) == "only copy"
+    (stats,) = hedge.statistics().targets.values()
+    assert (stats.hedges, stats.denied) == (0, 1)
+    assert pacer.statistics().sends == 1  # the attempt's slot only
 
 
 @pytest.mark.anyio
