@@ -51,16 +51,22 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-@pytest.fixture
-def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
-    """Three fleet members on ``redis_server`` (namespace ``pace``), stepped by hand."""
+def stepped_fleets(server: RedisServer, namespace: str, count: int) -> Iterator[list[RedisFleet]]:
+    """``count`` fleet members on ``server`` in ``namespace``, stepped by hand (``sync()``),
+    closed afterwards: the body of a fixture (``yield from``)."""
     members = [
-        RedisFleet(redis_server.url, namespace="pace", sync_interval="100ms", start=False)
-        for _ in range(3)
+        RedisFleet(server.url, namespace=namespace, sync_interval="100ms", start=False)
+        for _ in range(count)
     ]
     yield members
     for fleet in members:
         fleet.close()
+
+
+@pytest.fixture
+def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
+    """Three fleet members on ``redis_server`` (namespace ``pace``), stepped by hand."""
+    yield from stepped_fleets(redis_server, "pace", 3)
 
 
 @pytest.fixture

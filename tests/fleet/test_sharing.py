@@ -10,18 +10,13 @@ import pytest
 from retrymw import AdaptiveThrottle, CircuitBreaker, ConfigError, PerTarget, RetryBudget
 from retrymw.fleet import RedisFleet
 
-from .conftest import RedisServer
+from .conftest import RedisServer, stepped_fleets
 
 
 @pytest.fixture
 def fleets(redis_server: RedisServer) -> Iterator[list[RedisFleet]]:
-    members = [
-        RedisFleet(redis_server.url, namespace="share", sync_interval="100ms", start=False)
-        for _ in range(4)
-    ]
-    yield members
-    for fleet in members:
-        fleet.close()
+    """Four members stepped by hand (namespace ``share``)."""
+    yield from stepped_fleets(redis_server, "share", 4)
 
 
 def test_members_spend_one_bucket_in_an_outage(fleets: list[RedisFleet]) -> None:
