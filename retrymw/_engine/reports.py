@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .._protect.budget import RetryBudget
 
 __all__ = [
+    "BareCall",
     "ReportedCall",
-    "SettledCall",
     "attempt_finished",
     "attempt_started",
     "call_finished",
@@ -62,13 +62,15 @@ class ReportedCall(Protocol):
     paced_for: float | None
 
 
-class SettledCall:
-    """A call its bare first attempt settled, as the reports read it (`ReportedCall`)."""
+class BareCall:
+    """A call that ended at its bare first attempt, as the reports read it (`ReportedCall`):
+    settled by it (``success``), or cancelled during it (``cancelled``)."""
 
     __slots__ = (
         "attempt_started_at",
         "budget",
         "operation",
+        "outcome",
         "paced_for",
         "policy",
         "request",
@@ -79,7 +81,6 @@ class SettledCall:
     )
 
     attempt = 1
-    outcome: CallOutcome = "success"
     status: int | None = None
     body: BodyRead | None = None
 
@@ -92,6 +93,7 @@ class SettledCall:
         budget: RetryBudget | None,
         *,
         paced_for: float | None,
+        outcome: CallOutcome = "success",
     ) -> None:
         self.runtime = runtime
         self.policy = call.policy
@@ -102,6 +104,7 @@ class SettledCall:
         self.result = result
         self.budget = budget
         self.paced_for = paced_for  # 0.0 when an idle pacer sent it, None without a pacer
+        self.outcome: CallOutcome = outcome
 
 
 def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:

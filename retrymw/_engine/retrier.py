@@ -43,7 +43,7 @@ from .callables import (
     sync_result_error,
 )
 from .layers import mark_time
-from .reports import SettledCall
+from .reports import BareCall
 from .retrier_args import (
     DEFAULT,
     NOT_GIVEN,
@@ -71,7 +71,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: What a report reads of the outcome of a first attempt that settled its call: no exception
-#: and no status (the result is the call's own, `SettledCall.result`).
+#: and no status (the result is the call's own, `BareCall.result`).
 SETTLED = Outcome(attempt=1)
 
 
@@ -351,7 +351,7 @@ class Retrier:
         raised": a result is judged only by a matcher that reads results, unless the front
         door ``judged`` it (`AttemptAdapter.settles`). A pacer is asked per call
         (`_sends_at_once`). Instruments that hear of endings only are told of a call settled
-        at once by `_report_settled`.
+        at once by `_report_settled`, and of one cancelled during it by `_report_cancelled`.
         """
         if self._runtime.guards_calls:
             return False
@@ -373,12 +373,16 @@ class Retrier:
             teach = getattr(None if call is None else call.adapter, "teach", None)
             if pacer is not None and teach is not None:
                 teach(pacer, result, self._runtime.clock.now())
-        funded = self._funded
-        if funded is None and self._runtime.budget is not None:
-            funded = for_target(self._runtime.budget, self._call_of(fn, call).target)
+        funded = self._budget_of(fn, call)
         if funded is not None:
             funded.record_success()
         return funded
+
+    def _budget_of(self, fn: Callable[..., Any], call: Call | None) -> RetryBudget | None:
+        """The retry budget of ``call``'s target, if any."""
+        if self._funded is None and self._runtime.budget is not None:
+            return for_target(self._runtime.budget, self._call_of(fn, call).target)
+        return self._funded
 
     def _pacer_for(self, fn: Callable[..., Any], call: Call | None) -> Pacer | None:
         """The pacer governing ``call``'s target, if any (a `PerTarget` needs the target)."""
@@ -405,7 +409,7 @@ class Retrier:
     ) -> None:
         """Tell the instruments of a call its bare first attempt settled: how the attempt
         ended, then the call, as a `CallRun` would have."""
-        settled = SettledCall(
+        settled = BareCall(
             self._runtime,
             self._call_of(fn, call),
             started_at,
@@ -418,6 +422,29 @@ class Retrier:
             reports.attempt_finished(settled, dispatch.attempt_finished, SETTLED, now, False, False)
         if dispatch.call_finished:
             reports.call_finished(settled, dispatch.call_finished, None)
+
+    def _report_cancelled(
+        self,
+        fn: Callable[..., Any],
+        call: Call | None,
+        dispatch: Dispatch,
+        started_at: float,
+        error: BaseException,
+    ) -> None:
+        """Tell the instruments of a call cancelled (or interrupted) during its bare first
+        attempt, as `CallRun.abort` tells them of one cancelled on the full path: the call
+        ends ``cancelled``; no attempt outcome is reported."""
+        if dispatch.call_finished:
+            cancelled = BareCall(
+                self._runtime,
+                self._call_of(fn, call),
+                started_at,
+                None,
+                self._budget_of(fn, call),
+                paced_for=None,
+                outcome="cancelled",
+            )
+            reports.call_finished(cancelled, dispatch.call_finished, error)
 
     async def run_async(
         self,
@@ -444,6 +471,10 @@ class Retrier:
             result = await awaitable
         except Exception as error:
             first = error
+        except BaseException as error:  # cancelled or interrupted: told, never retried
+            if started_at is not None:
+                self._report_cancelled(fn, call, dispatch, started_at, error)
+            raise
         else:
             adapter = None if call is None else call.adapter
             if adapter is None or adapter.settles(result):
@@ -506,6 +537,10 @@ class Retrier:
             result = fn(*args, **kwargs)
         except Exception as error:
             first = error
+        except BaseException as error:  # interrupted: told, never retried, as in `run_async`
+            if started_at is not None:
+                self._report_cancelled(fn, call, dispatch, started_at, error)
+            raise
         if first is not None:
             try:  # outside the except block, as in `run_async`: no accidental chaining
                 return self._drive_sync(
