@@ -373,16 +373,12 @@ class Retrier:
             teach = getattr(None if call is None else call.adapter, "teach", None)
             if pacer is not None and teach is not None:
                 teach(pacer, result, self._runtime.clock.now())
-        funded = self._budget_of(fn, call)
+        funded = self._funded
+        if funded is None and self._runtime.budget is not None:
+            funded = for_target(self._runtime.budget, self._call_of(fn, call).target)
         if funded is not None:
             funded.record_success()
         return funded
-
-    def _budget_of(self, fn: Callable[..., Any], call: Call | None) -> RetryBudget | None:
-        """The retry budget of ``call``'s target, if any."""
-        if self._funded is None and self._runtime.budget is not None:
-            return for_target(self._runtime.budget, self._call_of(fn, call).target)
-        return self._funded
 
     def _pacer_for(self, fn: Callable[..., Any], call: Call | None) -> Pacer | None:
         """The pacer governing ``call``'s target, if any (a `PerTarget` needs the target)."""
@@ -433,14 +429,15 @@ class Retrier:
     ) -> None:
         """Tell the instruments of a call cancelled (or interrupted) during its bare first
         attempt, as `CallRun.abort` tells them of one cancelled on the full path: the call
-        ends ``cancelled``; no attempt outcome is reported."""
+        ends ``cancelled``; no attempt outcome is reported. The budget's gauge is left to the
+        next call that reads it."""
         if dispatch.call_finished:
             cancelled = BareCall(
                 self._runtime,
                 self._call_of(fn, call),
                 started_at,
                 None,
-                self._budget_of(fn, call),
+                None,
                 paced_for=None,
                 outcome="cancelled",
             )
