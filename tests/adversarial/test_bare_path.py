@@ -27,6 +27,7 @@ from retrymw import (
 )
 from retrymw.instrumentation import Instrument
 from retrymw.testing import FakeClock, RecordingInstrument
+from tests.instruments import EndingsRecorder
 
 ENDINGS = (AttemptFinished, RetryScheduled, RetryDenied, CallFinished)
 
@@ -37,25 +38,6 @@ POLICIES = {
 }
 
 BEHAVIOURS = ("succeeds", "fails once", "fails always", "refused error", "interrupted")
-
-
-class HearsEndings(Instrument):
-    """Hears of endings only, as Prometheus does: the first attempt may run bare."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-
-    def attempt_finished(self, event: AttemptFinished, /) -> None:
-        self.events.append(event)
-
-    def retry_scheduled(self, event: RetryScheduled, /) -> None:
-        self.events.append(event)
-
-    def retry_denied(self, event: RetryDenied, /) -> None:
-        self.events.append(event)
-
-    def call_finished(self, event: CallFinished, /) -> None:
-        self.events.append(event)
 
 
 def _told(events: list[Any]) -> list[tuple[str, dict[str, object]]]:
@@ -101,7 +83,7 @@ def _run_sync(instrument: Instrument, policy: RetryPolicy, behaviour: str) -> No
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_function_call_tells_the_same_endings_either_way(policy: str, behaviour: str) -> None:
-    bare, full = HearsEndings(), RecordingInstrument()
+    bare, full = EndingsRecorder(), RecordingInstrument()
     for instrument in (bare, full):
         _run_sync(instrument, POLICIES[policy], behaviour)
     assert _told(bare.events) == _told(full.events)
@@ -129,7 +111,7 @@ async def _run_async(instrument: Instrument, policy: RetryPolicy, behaviour: str
 async def test_a_coroutine_call_tells_the_same_endings_either_way(
     policy: str, behaviour: str
 ) -> None:
-    bare, full = HearsEndings(), RecordingInstrument()
+    bare, full = EndingsRecorder(), RecordingInstrument()
     for instrument in (bare, full):
         await _run_async(instrument, POLICIES[policy], behaviour)
     assert _told(bare.events) == _told(full.events)
