@@ -180,10 +180,11 @@ class HttpExchange:
                 attempt=attempt, elapsed=elapsed, result=result, status=status, veto=self._veto_sent
             )
         headers = result.headers
+        now_wall = self._clock.wall()
         veto = self._veto_sent
-        if veto != self._veto_unsent and self._profile.says_unprocessed(status, headers):
+        if veto != self._veto_unsent and self._profile.says_unprocessed(status, headers, now_wall):
             veto = self._veto_unsent  # the server says it did not process it: any method
-        hints = read_hints(headers, status, self._clock.wall())
+        hints = read_hints(headers, status, now_wall)
         if hints is NO_HINTS:
             return Outcome(
                 attempt=attempt, elapsed=elapsed, result=result, status=status, veto=veto

@@ -34,6 +34,7 @@ __all__ = [
     "parse_retry_after",
     "parse_rfc3339",
     "read_hints",
+    "says_when",
     "should_retry",
 ]
 
@@ -369,6 +370,32 @@ def read_hints(headers: Any, status: int, now_wall: float) -> ServerHints:
     if delay is None and verdict is None:
         return NO_HINTS
     return ServerHints(delay, source, verdict)
+
+
+def says_when(headers: Any, now_wall: float) -> bool:
+    """Whether ``Retry-After`` (or the providers' ``retry-after-ms``) says, in a well-formed
+    value, when to send the request again: now (``0``, a past date) or later. A value that
+    `parse_retry_after` or `parse_milliseconds` cannot read says nothing. Never raises."""
+    try:
+        retry_after = _get(headers, "retry-after")
+        if isinstance(retry_after, str) and _is_delta_or_date(retry_after, now_wall):
+            return True
+        milliseconds = _get(headers, "retry-after-ms")
+        return isinstance(milliseconds, str) and _decimal(milliseconds) is not None
+    except Exception:  # hostile headers (a get that raises) say nothing
+        _logger.debug("could not read the response's Retry-After", exc_info=True)
+        return False
+
+
+def _is_delta_or_date(value: str, now_wall: float) -> bool:
+    """Whether ``value`` is delta-seconds or an HTTP-date, as `parse_retry_after` reads them."""
+    text = value.strip(WHITESPACE)
+    if text.isascii() and text.isdigit():
+        return True
+    try:
+        return _parse_http_date(text, now_wall) is not None
+    except (ValueError, OverflowError, OSError):
+        return False
 
 
 def _get(headers: Any, name: str) -> object:

@@ -15,7 +15,7 @@ from .._core.errors import ConfigError
 from .._core.events import Outcome
 from .._core.matchers import Matcher, compile_matcher, on_status
 from .._core.policy import RetryPolicy
-from .hints import should_retry
+from .hints import says_when, should_retry
 
 __all__ = [
     "honours_server",
@@ -100,7 +100,7 @@ class HttpProfile:
         retry_on: the ``retry_on`` of a policy that has none.
         unprocessed: statuses after which any method may be resent.
         unprocessed_with_retry_after: statuses after which any method may be resent when they
-            carry ``Retry-After`` (or the providers' ``retry-after-ms``).
+            carry a readable ``Retry-After`` (or the providers' ``retry-after-ms``).
     """
 
     name: str
@@ -115,13 +115,12 @@ class HttpProfile:
             return ready
         return ready.replace(retry_on=self.retry_on)
 
-    def says_unprocessed(self, status: int, headers: Any) -> bool:
-        """Whether a response of ``status`` with ``headers`` says the request was not processed."""
+    def says_unprocessed(self, status: int, headers: Any, now_wall: float) -> bool:
+        """Whether a response of ``status`` with ``headers`` says the request was not processed:
+        for a status that needs ``Retry-After``, one whose value can be read (`says_when`)."""
         if status in self.unprocessed:
             return True
-        return status in self.unprocessed_with_retry_after and (
-            "retry-after" in headers or "retry-after-ms" in headers
-        )
+        return status in self.unprocessed_with_retry_after and says_when(headers, now_wall)
 
 
 #: The transports' default: a 429 (Too Many Requests: refused before processing, RFC 6585 §4),

@@ -3,7 +3,8 @@
 Attack (issue 29): a POST without an ``Idempotency-Key`` answered 429, or 503 with
 ``Retry-After``, or refused at connect, was never resent, though the server says it did not
 process it (RFC 9110 §15.6.4 and §10.2.3, RFC 6585 §4). What may have been processed stays
-sent once: a 503 without ``Retry-After``, a read timeout or a reset after the request was sent.
+sent once: a 503 without ``Retry-After`` (or with one that cannot be read, issue 30's review),
+a read timeout or a reset after the request was sent.
 And an explicit policy on a transport kept no jitter: its retries ran in lockstep, exactly
 1.00 s and 2.00 s after each failure, across every client.
 """
@@ -15,8 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrymw import RetryDenied, RetryPolicy, load_config
+from retrymw._core.durations import MAX_DURATION
+from retrymw._http.hints import MAX_HINT_LENGTH, parse_retry_after
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.testing import FakeClock, RecordingInstrument
 from tests.http_server import FlakyServer, Step
@@ -99,6 +104,65 @@ def test_a_post_that_may_have_been_processed_is_sent_once(
             assert client.post("http://api.test/v1/charge", content=b"{}").status_code == first
     assert script.calls == 1
     assert _reasons(recorder) == [reason]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({"Retry-After": "soon"}, id="words"),
+        pytest.param({"Retry-After": "-1"}, id="negative"),
+        pytest.param({"Retry-After": "1.5"}, id="fraction"),
+        pytest.param({"Retry-After": ""}, id="empty"),
+        pytest.param({"Retry-After": "1" * 5000}, id="too-long"),
+        pytest.param({"retry-after-ms": "Wed, 21 Oct 2015 07:28:00 GMT"}, id="ms-date"),
+        pytest.param({"x-amz-retry-after": "1000"}, id="other-header"),
+    ],
+)
+def test_a_post_answered_503_with_an_unreadable_retry_after_is_sent_once(
+    headers: dict[str, str], clock: FakeClock
+) -> None:
+    """A 503 says the request was not processed only with a ``Retry-After`` (or
+    ``retry-after-ms``) that says, readably, when to send it again: a value it cannot read (a
+    garbled proxy header, a misconfigured server) says nothing, and the POST stays sent once.
+    Issue 30's review: any such header, readable or not, let the POST be resent."""
+    script = Script((503, headers), 200)
+    recorder = RecordingInstrument()
+    with httpx.Client(transport=_transport(script, clock, recorder)) as client:
+        assert client.post("http://api.test/v1/charge", content=b"{}").status_code == 503
+    assert script.calls == 1
+    assert _reasons(recorder) == ["not_idempotent"]
+
+
+#: What an httpx header value can hold: visible ASCII, spaces and tabs.
+HEADER_TEXT = st.characters(min_codepoint=32, max_codepoint=126) | st.just("\t")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(HEADER_TEXT, max_size=64),
+        st.from_regex(r"\A[0-9]{1,40}\Z"),
+        st.text(HEADER_TEXT, min_size=2000, max_size=20_000),
+    )
+)
+def test_a_post_answered_503_is_resent_only_after_a_retry_after_it_can_read(value: str) -> None:
+    """Whatever the ``Retry-After`` value, huge ones included: the POST is resent exactly when
+    the value is well-formed (delta-seconds or an HTTP-date) and the wait it asks for is within
+    the policy's cap; a value that is neither digits nor a date never resends it."""
+    clock = FakeClock()
+    script = Script((503, {"Retry-After": value}), 200)
+    policy = RetryPolicy(attempts=2, initial_delay=0.1, max_delay=MAX_DURATION)
+    with httpx.Client(transport=_transport(script, clock, policy=policy)) as client:
+        client.post("http://api.test/v1/charge", content=b"{}")
+    text = value.strip(" \t")
+    # Well-formed: delta-seconds, or an HTTP-date (read against 1970, any date is ahead), and
+    # no longer than any hint is read (past it, a value is garbage).
+    well_formed = len(value) <= MAX_HINT_LENGTH and (
+        text.isdigit() or parse_retry_after(value, 0.0) is not None
+    )
+    asked = parse_retry_after(value, clock.wall()) if well_formed else None  # None: backoff's
+    resent = well_formed and (asked is None or asked <= MAX_DURATION)
+    assert script.calls == (2 if resent else 1)
 
 
 def test_a_429_with_a_body_that_cannot_be_replayed_is_not_resent(clock: FakeClock) -> None:
