@@ -87,19 +87,24 @@ def parse_retry_after(value: str, now_wall: float) -> float | None:
     """
     if not isinstance(value, str):
         return None
+    delay = _signed_retry_after(value, now_wall)
+    if delay is None:
+        _logger.debug("ignoring unparseable Retry-After header %r", value[:100])
+        return None
+    return delay if delay > 0.0 else None
+
+
+def _signed_retry_after(value: str, now_wall: float) -> float | None:
+    """The delay a well-formed ``Retry-After`` asks for, ``0`` or less for now (``0``, a past
+    date); ``None`` when ``value`` is neither delta-seconds nor an HTTP-date."""
     text = value.strip(WHITESPACE)
     if text and text.isascii() and text.isdigit():
-        seconds = float(text)  # float() has no digit-count limit and turns huge values into inf
-        return seconds if seconds > 0.0 else None
+        return float(text)  # float() has no digit-count limit and turns huge values into inf
     try:
         moment = _parse_http_date(text, now_wall)
     except (ValueError, OverflowError, OSError):
-        moment = None
-    if moment is None:
-        _logger.debug("ignoring unparseable Retry-After header %r", value[:100])
         return None
-    delay = moment - now_wall
-    return delay if delay > 0.0 else None
+    return None if moment is None else moment - now_wall
 
 
 def _parse_http_date(text: str, now_wall: float) -> float | None:
@@ -378,23 +383,12 @@ def says_when(headers: Any, now_wall: float) -> bool:
     `parse_retry_after` or `parse_milliseconds` cannot read says nothing. Never raises."""
     try:
         retry_after = _get(headers, "retry-after")
-        if isinstance(retry_after, str) and _is_delta_or_date(retry_after, now_wall):
+        if isinstance(retry_after, str) and _signed_retry_after(retry_after, now_wall) is not None:
             return True
         milliseconds = _get(headers, "retry-after-ms")
         return isinstance(milliseconds, str) and _decimal(milliseconds) is not None
     except Exception:  # hostile headers (a get that raises) say nothing
         _logger.debug("could not read the response's Retry-After", exc_info=True)
-        return False
-
-
-def _is_delta_or_date(value: str, now_wall: float) -> bool:
-    """Whether ``value`` is delta-seconds or an HTTP-date, as `parse_retry_after` reads them."""
-    text = value.strip(WHITESPACE)
-    if text.isascii() and text.isdigit():
-        return True
-    try:
-        return _parse_http_date(text, now_wall) is not None
-    except (ValueError, OverflowError, OSError):
         return False
 
 
