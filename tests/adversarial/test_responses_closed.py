@@ -142,6 +142,7 @@ def test_the_sync_transport_closes_every_response(scenario: Scenario) -> None:
         policy=_policy(scenario),
         breaker=_breaker(scenario, clock),
         clock=clock,
+        instruments=(),
     )
     with (
         httpx.Client(transport=transport) as client,
@@ -183,6 +184,7 @@ def test_the_async_transport_closes_every_response(
             policy=_policy(scenario),
             breaker=_breaker(scenario, clock),
             clock=clock,
+            instruments=(),
         )
         async with httpx.AsyncClient(transport=transport) as client:
             with anyio.CancelScope() as caller, contextlib.suppress(httpx.HTTPError, JudgeError):
