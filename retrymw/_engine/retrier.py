@@ -436,8 +436,8 @@ class Retrier:
                 self._runtime,
                 self._call_of(fn, call),
                 started_at,
-                None,
-                None,
+                result=None,
+                budget=None,
                 paced_for=None,
                 outcome="cancelled",
             )

@@ -386,7 +386,9 @@ def says_when(headers: Any, now_wall: float) -> bool:
         if isinstance(retry_after, str) and _signed_retry_after(retry_after, now_wall) is not None:
             return True
         milliseconds = _get(headers, "retry-after-ms")
-        return isinstance(milliseconds, str) and _decimal(milliseconds) is not None
+        return (
+            isinstance(milliseconds, str) and parse_milliseconds(milliseconds, now_wall) is not None
+        )
     except Exception:  # hostile headers (a get that raises) say nothing
         _logger.debug("could not read the response's Retry-After", exc_info=True)
         return False
