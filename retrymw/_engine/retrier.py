@@ -623,12 +623,13 @@ class Retrier:
                 else:
                     if run.pacer is not None:
                         slot = run.pace()
-                        if slot is None:
-                            break
-                        if slot > 0.0:
+                        while slot:  # the slot, then what the pacer holds when it is due
                             waiter = async_waiter(clock)  # cancellable; the slot is spent
                             if waiter is not None:
                                 await waiter(slot)
+                            slot = run.pace()
+                        if slot is None:
+                            break
                     if resume is not None:
                         await resume.claim_async(run)
                     if not run.start_attempt():
@@ -669,7 +670,7 @@ class Retrier:
             await resume.end_async(ended=True)
         return run.conclude()  # type: ignore[no-any-return]
 
-    def _drive_sync(
+    def _drive_sync(  # noqa: PLR0915 - one loop, as its async twin
         self,
         fn: Callable[..., T],
         args: tuple[Any, ...],
@@ -705,10 +706,12 @@ class Retrier:
                 else:
                     if run.pacer is not None:
                         slot = run.pace()
+                        while slot:  # the slot, then what the pacer holds when it is due
+                            if not waits_disabled():
+                                clock.sleep_sync(slot)
+                            slot = run.pace()
                         if slot is None:
                             break
-                        if slot > 0.0 and not waits_disabled():
-                            clock.sleep_sync(slot)
                     if not run.start_attempt():
                         break
                 if adapter is not None:

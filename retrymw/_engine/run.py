@@ -21,6 +21,7 @@ from .._core.events import (
 from .._core.instruments import NO_SCOPES, Dispatch, Scopes
 from .._core.matchers import status_of
 from .._core.policy import CallState
+from .._protect.pacer import Booking
 from . import reports
 from .call import Call
 from .endings import OUTCOME_OF_REASON, OUTCOME_OF_REFUSAL, ending_error, mark_final
@@ -59,6 +60,7 @@ class CallRun(CallState):
         "attempt_scopes",
         "attempt_started_at",
         "body",
+        "booking",
         "breaker",
         "budget",
         "call_scopes",
@@ -127,6 +129,7 @@ class CallRun(CallState):
         pacer = runtime.pacer
         self.pacer = pacer if pacer is None else for_target(pacer, self.target)
         self.paced_for: float | None = None  # the last attempt's wait for its slot
+        self.booking: Booking | None = None  # the next attempt's way to its slot (`pace`)
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
@@ -192,27 +195,38 @@ class CallRun(CallState):
         return self.finish_attempt(None if error is not None else result, error)
 
     def pace(self) -> float | None:
-        """Reserve the next attempt's slot with the pacer: the wait before it is sent.
+        """The wait before the next attempt may be sent; the driver sleeps it and asks again
+        until it is 0.0 (send now).
 
+        The pacer reserves the attempt's slot, then confirms it when it comes due (`Booking`):
+        a hold heard meanwhile, or sends bunched by a stall of this process, wait more.
         ``None`` ends the call: the slot lies past the deadline, so the call fails at once
         with `PacedError` (outcome ``paced`` before any attempt), never late.
         """
         pacer = self.pacer
         assert pacer is not None
+        booking = self.booking
+        if booking is None:
+            booking = self.booking = Booking(pacer, pacer.cost_of(self.request))
         now = self.runtime.clock.now()
         left = self.deadline_left()
         room = 0.0 if left is None else self.attempt_room(left)
         within = None if left is None else left - room
-        slot = pacer.reserve(now, pacer.cost_of(self.request), within=within)
-        if slot.granted:
-            self.paced_for = slot.wait
-            # A sleep costs about as long as this: the send goes early by less than it, and the
-            # schedule (the pacer's slots) is kept.
-            return slot.wait if slot.wait >= SHORTEST_PACED_WAIT else 0.0
-        assert left is not None
-        error = PacedError(pacer.name, wait=slot.wait, deadline_left=left, room=room)
-        self._refuse("paced", error)
-        return None
+        slot = booking.next_wait(now, within)
+        # A sleep costs about as long as a wait shorter than this: the send goes early by less
+        # than it, and the pacer's schedule is kept.
+        while slot.granted and 0.0 < slot.wait < SHORTEST_PACED_WAIT:
+            slot = booking.next_wait(now, within)
+        if not slot.granted:
+            self.booking = None
+            assert left is not None
+            error = PacedError(pacer.name, wait=slot.wait, deadline_left=left, room=room)
+            self._refuse("paced", error)
+            return None
+        self.paced_for = booking.waited
+        if slot.wait == 0.0:
+            self.booking = None
+        return slot.wait
 
     def attempt_room(self, left: float) -> float:
         """The time a paced attempt must have after its slot, of ``left`` to the deadline.

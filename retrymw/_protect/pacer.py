@@ -4,7 +4,9 @@ Two lanes, requests and tokens (the server's cost units), each a GCRA (virtual s
 a send reserves the earliest slot both lanes allow, and a lane's slots are spread evenly at
 its rate, with at most ``burst`` sends at once after a quiet spell, so that nothing bursts at
 a window's reset. A send's slot is ``max(now, tat - tolerance, hold)`` and it moves the lane's
-theoretical arrival time ``tat`` on by ``cost / rate``.
+theoretical arrival time ``tat`` on by ``cost / rate``. A slot that had to be waited for is
+confirmed when it comes due, against the sends made and what was heard meanwhile (`confirm`):
+a process that stalled does not send every slot that came due at once.
 
 A lane's rate is the one given (``Pacer(rate="50/s")``), or the one learned: from rate-limit
 headers (`retrymw._http.ratelimits`; a learned limit is paced at `HEADROOM` of it, since the
@@ -34,7 +36,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, final
+from typing import Any, Final, Literal, NamedTuple, final
 
 from .._core.clock import SYSTEM_CLOCK, Clock
 from .._core.errors import ConfigError
@@ -48,6 +50,8 @@ __all__ = [
     "CUBIC_C",
     "FLOOR",
     "HEADROOM",
+    "STALLED_AFTER",
+    "Booking",
     "Pacer",
     "PacerStatistics",
     "RateLimits",
@@ -73,6 +77,11 @@ HEADROOM: Final = 0.98
 #: How long one throttle counts for: the answers to what was sent before a cut arrive after
 #: it, and one overshoot must cut the rate once, not once per answer.
 REACT: Final = 0.5
+#: A send that wakes this long after its confirmed time, and an interval, was stalled (a GC
+#: pause, a CPU quota), not woken late by a busy event loop, whose timers fire a few ms late:
+#: it is confirmed again (`Booking`). Confirming those again too would cost each its place,
+#: and nothing would be sent while every wake-up is late.
+STALLED_AFTER: Final = 0.01
 #: The longest a hold (a reset, a ``Retry-After``) lasts, in seconds.
 MAX_HOLD: Final = 600.0
 _MEASURE_BUCKET = 0.5  # seconds: the send rate is measured over buckets this long (AWS)
@@ -114,12 +123,13 @@ NO_RATE_LIMITS: Final = RateLimits()
 
 
 class Slot(NamedTuple):
-    """A send's slot (`Pacer.reserve`).
+    """A send's slot (`Pacer.reserve`), or what is left of its wait when it came due
+    (`Pacer.confirm`).
 
     Attributes:
         wait: seconds from now until the send may go.
-        granted: whether it was reserved; ``False`` when it lies past the caller's limit
-            (nothing was reserved then).
+        granted: whether it was reserved (confirmed); ``False`` when it lies past the caller's
+            limit (nothing was reserved then).
     """
 
     wait: float
@@ -204,27 +214,43 @@ def parse_rate(value: Any, field: str, example: str) -> float | None:
 
 
 class _Lane:
-    """One lane's schedule (GCRA): ``tat``, the tolerance of its burst, and its hold."""
+    """One lane's schedule (GCRA): ``tat`` for the slots reserved, ``sent_tat`` for the sends
+    made, the tolerance of its burst, and its hold."""
 
-    __slots__ = ("burst", "hold_until", "tat")
+    __slots__ = ("burst", "hold_until", "sent_tat", "tat")
 
     def __init__(self, burst: float) -> None:
         self.burst = burst  # in the lane's units: sends that may go at once
         self.tat = -math.inf
+        self.sent_tat = -math.inf
         self.hold_until = -math.inf
 
     def earliest(self, now: float, rate: float | None) -> float:
-        """The earliest time a send may go (not reserved)."""
-        start = max(self.hold_until, now)
-        if rate is None:
-            return start
-        allowed = self.tat - (self.burst - 1.0) / rate if self.burst >= 1.0 else self.tat
-        return max(allowed, start)
+        """The earliest time a send may be reserved."""
+        return self._allowed(self.tat, now, rate)
+
+    def due(self, now: float, rate: float | None) -> float:
+        """The earliest time a send whose slot came due may go: spaced from the sends made."""
+        return self._allowed(self.sent_tat, now, rate)
 
     def take(self, at: float, rate: float | None, cost: float) -> None:
         """Reserve ``cost`` at ``at`` (from `earliest`)."""
         if rate is not None:
             self.tat = (max(at, self.tat)) + cost / rate
+
+    def send(self, at: float, rate: float | None) -> None:
+        """One send goes at ``at`` (from `due`, or a slot reserved for now); the slots
+        reserved from now on queue behind the sends made."""
+        if rate is not None:
+            self.sent_tat = max(at, self.sent_tat) + 1.0 / rate
+            self.tat = max(self.tat, self.sent_tat)
+
+    def _allowed(self, tat: float, now: float, rate: float | None) -> float:
+        start = max(self.hold_until, now)
+        if rate is None:
+            return start
+        allowed = tat - (self.burst - 1.0) / rate if self.burst >= 1.0 else tat
+        return max(allowed, start)
 
 
 @final
@@ -232,7 +258,8 @@ class Pacer:
     """Send at the rate the server allows: a rate given, or learned from its answers.
 
     docs/pacing.md has the rules and the recipes. `Retrier` and the transports reserve each
-    attempt's slot (`reserve`) and wait for it, and tell the pacer every answer (`learn`).
+    attempt's slot (`reserve`), wait for it and have it confirmed (`confirm`), and tell the
+    pacer every answer (`learn`).
 
     Args:
         rate: the requests limit, ``"50/s"``, ``"3000/min"`` or a number per second; ``None``
@@ -394,7 +421,37 @@ class Pacer:
             if wait > 0.0:
                 self._delayed += 1
                 return Slot(wait, True)
+            self._requests.send(at, requests)
             return _NOW
+
+    def confirm(self, now: float, *, within: float | None = None) -> Slot:
+        """Confirm a slot that came due (one `reserve` gave a wait): the send goes now, or
+        after the further wait returned.
+
+        What the pacer heard while the send waited still holds it: a hold (a ``Retry-After``,
+        an exhausted counter) and a cut rate. And sends are spaced as they are made, not only
+        as they were reserved: a process that stalled (a GC pause, a CPU quota) wakes with
+        every slot that came due meanwhile, and those would all go at once. At most ``burst``
+        go at once; the rest follow at the rate, and the slots reserved later queue behind
+        them. (The tokens lane keeps its reserved spacing: only its hold is checked again.)
+
+        Args:
+            now: the current time (the clock's ``now()``).
+            within: the longest the caller may still wait (what its deadline leaves); past it
+                nothing is confirmed, `Slot.granted` is ``False``, and the slot stays spent.
+
+        Returns:
+            The `Slot`: how much longer to wait before sending.
+        """
+        with self._lock:
+            requests = self._requests_rate(now)
+            at = max(self._requests.due(now, requests), self._tokens.hold_until)
+            wait = at - now
+            if within is not None and wait > within:
+                self._refused += 1
+                return Slot(wait, False)
+            self._requests.send(at, requests)
+            return Slot(wait, True) if wait > 0.0 else _NOW
 
     def send_at_once(self, now: float) -> bool:
         """Count a send that goes now if this pacer paces and holds nothing (no rate given or
@@ -410,6 +467,18 @@ class Pacer:
                 return False
             self._count_send()
             return True
+
+    def holds(self, at: float) -> bool:
+        """Whether a hold (a ``Retry-After``, an exhausted counter) holds sends at ``at``."""
+        with self._lock:
+            return max(self._requests.hold_until, self._tokens.hold_until) > at
+
+    def stalled(self, due: float, now: float) -> bool:
+        """Whether a send booked to go at ``due`` that wakes at ``now`` was stalled: later
+        than an interval at the requests rate, and than `STALLED_AFTER`."""
+        with self._lock:
+            rate = self._requests_rate(now)
+        return rate is not None and now - due >= max(1.0 / rate, STALLED_AFTER)
 
     def learn(
         self, now: float, *, status: int | None = None, limits: RateLimits | None = None
@@ -571,6 +640,49 @@ class Pacer:
             self._measured = sampled * _SMOOTHING + self._measured * (1.0 - _SMOOTHING)
         self._measured_sends = 0
         self._measure_start = now
+
+
+class Booking:
+    """One send's way to its slot, from its reservation until it goes: the caller sleeps each
+    wait `next_wait` returns and asks again, until no wait is left.
+
+    1. The slot is reserved in the pacer's schedule (`Pacer.reserve`).
+    2. When that wait is over, the pacer confirms it among the sends made (`Pacer.confirm`):
+       sends bunched by a stall of the process, or a hold heard meanwhile, wait more.
+    3. A send that waited for that goes, unless a hold heard since lasts past its time, or it
+       was stalled again (`Pacer.stalled`): it is then confirmed again, behind the sends
+       booked meanwhile.
+    """
+
+    __slots__ = ("_cost", "_due", "_pacer", "_stage", "waited")
+
+    def __init__(self, pacer: Pacer, cost: float = 0.0) -> None:
+        self._pacer = pacer
+        self._cost = cost
+        self._stage: Literal["new", "reserved", "confirmed"] = "new"
+        self._due = -math.inf  # when the send is booked to go
+        #: The waits granted so far: the send's whole wait for its slot.
+        self.waited = 0.0
+
+    def next_wait(self, now: float, within: float | None = None) -> Slot:
+        """The next wait (`Slot.wait` 0.0: send now), or a refusal when it would end past
+        ``within`` (what the caller's deadline leaves)."""
+        pacer, stage = self._pacer, self._stage
+        if stage == "new":
+            slot = pacer.reserve(now, self._cost, within=within)
+        elif (
+            stage == "confirmed"
+            and not pacer.holds(max(now, self._due))
+            and not pacer.stalled(self._due, now)
+        ):
+            return _NOW
+        else:
+            slot = pacer.confirm(now, within=within)
+        if slot.granted:
+            self.waited += slot.wait
+            self._stage = "reserved" if stage == "new" else "confirmed"
+            self._due = now + slot.wait
+        return slot
 
 
 def _hold(

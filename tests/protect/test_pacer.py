@@ -14,7 +14,14 @@ import pytest
 
 import retrymw
 from retrymw import ConfigError, PacedError, Pacer, PerTarget, Retrier, RetryPolicy
-from retrymw._protect.pacer import BETA, FLOOR, HEADROOM, MAX_HOLD, RateLimits
+from retrymw._protect.pacer import (
+    BETA,
+    FLOOR,
+    HEADROOM,
+    MAX_HOLD,
+    STALLED_AFTER,
+    RateLimits,
+)
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.testing import FakeClock, RecordingInstrument
 
@@ -493,3 +500,44 @@ async def test_opentelemetry_shows_the_wait_and_the_pacers_gauges(clock: FakeClo
     assert rate.value == 4.0
     (limit,) = metrics["retrymw.pacer.limit"]
     assert limit.value == 0.0  # nothing learned
+
+
+# -- a slot that came due -------------------------------------------------------------------------
+
+
+def test_a_slot_is_confirmed_against_the_sends_made_when_it_comes_due(clock: FakeClock) -> None:
+    pacer = Pacer("50/s", clock=clock)
+    assert waits(pacer, 0.0, 4) == [0.0, 0.02, 0.04, 0.06]
+    # The process stalled until 1 s: the three slots that came due meanwhile are spread again.
+    assert [round(pacer.confirm(1.0).wait, 9) for _ in range(3)] == [0.0, 0.02, 0.04]
+    # A send reserved now queues behind them.
+    assert pacer.reserve(1.0).wait == pytest.approx(0.06)
+
+
+def test_a_confirmation_past_the_limit_is_refused_and_books_nothing(clock: FakeClock) -> None:
+    pacer = Pacer("50/s", clock=clock)
+    waits(pacer, 0.0, 2)
+    pacer.learn(0.01, limits=RateLimits(requests_remaining=0, requests_reset=1.0))
+    assert pacer.holds(0.5)
+    assert not pacer.holds(1.01)
+    refused = pacer.confirm(0.02, within=0.5)
+    assert not refused.granted
+    assert refused.wait == pytest.approx(0.99)
+    assert pacer.statistics().refused == 1
+    assert pacer.confirm(0.02).wait == pytest.approx(0.99)  # nothing was booked by the refusal
+
+
+@pytest.mark.parametrize(
+    ("rate", "late", "stalled"),
+    [
+        ("50/s", 0.019, False),  # within an interval
+        ("50/s", 0.02, True),
+        ("500/s", 0.009, False),  # an interval is 2 ms, but a busy loop wakes 10 ms late
+        ("500/s", STALLED_AFTER, True),
+        (None, 5.0, False),  # not paced: nothing to keep to
+    ],
+)
+def test_a_stall_is_an_interval_late_and_more_than_a_busy_loop(
+    clock: FakeClock, rate: str | None, late: float, stalled: bool
+) -> None:
+    assert Pacer(rate, clock=clock).stalled(1.0, 1.0 + late) is stalled
