@@ -467,7 +467,7 @@ def test_a_stopped_client_does_not_burst_its_due_slots_when_continued(server: Se
     after = figures(log, continued_at, continued_at + 1.0)
     print(f"before the stop: {before}; the second after: {after}")
     assert before.served_per_second >= 35.0  # the client was pacing at the limit
-    assert after.attempts >= 35  # and went on at once
+    assert after.attempts >= 25  # and went on at once
     # Idle, 0 429s in that second (twice); the old pacer, 16 (twice): its 25 slots due in the
     # stop went at once. The bound leaves room for a loaded machine stalling the server too.
-    assert after.throttled <= 5
+    assert after.throttled <= 8

@@ -12,7 +12,7 @@ confirmed (`Pacer.confirm`), two promises broke for sends already waiting:
 
 Real `Retrier`s and pacers on a virtual clock, stepped by a small discrete-event loop as the
 simulator steps them (`retrymw._simulate`): a stall is the loop resuming every call whose wake-up
-came due meanwhile at once, late. The property test drives a bare `Pacer` the same way.
+came due meanwhile at once, late. The sync door's tests hear the hold inside the clock's sleep.
 """
 
 from __future__ import annotations
