@@ -665,8 +665,8 @@ class Booking:
         self.waited = 0.0
 
     def next_wait(self, now: float, within: float | None = None) -> Slot:
-        """The next wait (`Slot.wait` 0.0: send now), or a refusal when it would end past
-        ``within`` (what the caller's deadline leaves)."""
+        """The next wait (`Slot.wait` 0.0: send now, the booking is done), or a refusal when
+        it would end past ``within`` (what the caller's deadline leaves)."""
         pacer, stage = self._pacer, self._stage
         if stage == "new":
             slot = pacer.reserve(now, self._cost, within=within)
@@ -680,7 +680,8 @@ class Booking:
             slot = pacer.confirm(now, within=within)
         if slot.granted:
             self.waited += slot.wait
-            self._stage = "reserved" if stage == "new" else "confirmed"
+            # A slot reserved for now was counted among the sends made (`Pacer.reserve`).
+            self._stage = "reserved" if stage == "new" and slot.wait > 0.0 else "confirmed"
             self._due = now + slot.wait
         return slot
 
