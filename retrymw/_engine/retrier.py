@@ -618,6 +618,8 @@ class Retrier:
                     if wait is not None:
                         await wait(delay)
                     scopes.exit()
+                    if bounded and run.out_of_time():
+                        break
                 if not run.guarded:
                     run.attempt += 1
                 else:
@@ -701,6 +703,8 @@ class Retrier:
                     if not waits_disabled():  # a blocking sleep dwarfs any frame saved here
                         clock.sleep_sync(delay)
                     scopes.exit()
+                    if bounded and run.out_of_time():
+                        break
                 if not run.guarded:
                     run.attempt += 1
                 else:

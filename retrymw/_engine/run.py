@@ -287,6 +287,18 @@ class CallRun(CallState):
             return policy.timeout
         return policy.attempt_limit(self.elapsed(self.runtime.clock.now()))
 
+    def out_of_time(self) -> bool:
+        """Whether the deadline passed while the call waited for its next attempt: the wait
+        overran it (the process stalled, a disposal or a hook took long). The call then ends as
+        when the policy sees that a retry would start past the deadline (reason
+        ``deadline_exceeded``), and the attempt never starts late."""
+        left = self.deadline_left()
+        if left is None or left > 0.0:
+            return False
+        late = f"the policy's deadline ({self.policy.deadline:g}s) passed before the next attempt"
+        self._refuse("deadline_exceeded", TimeoutError(late))
+        return True
+
     def deadline_left(self) -> float | None:
         """The time the policy's ``deadline`` leaves the call now, or ``None`` without one."""
         deadline = self.policy.deadline
@@ -661,7 +673,8 @@ class CallRun(CallState):
             throttle.record_failure(overloaded=status in OVERLOAD_STATUSES)
 
     def _refuse(self, reason: RetryReason, error: Exception) -> None:
-        """A breaker or throttle refused the next attempt: end the call for ``reason``."""
+        """The next attempt is refused (by the breaker, the throttle, the pacer, or a deadline
+        that passed meanwhile): end the call for ``reason``."""
         if self.attempt:
             self._deny(reason, self._last_outcome())
         # Nothing ran in this process (a resumed call counts earlier processes' attempts too),

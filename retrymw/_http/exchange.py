@@ -96,12 +96,9 @@ def translate(
             str(error), attempts=error.attempts, delay_so_far=error.delay_so_far, request=request
         )
     elif type(error) is TimeoutError and (policy.timeout or policy.deadline):
-        # anyio.fail_after's error, raised by the engine around the attempt.
-        new = flavour.attempt_timeout(
-            f"attempt cancelled by the policy's timeout ({policy.timeout}s) "
-            f"or deadline ({policy.deadline}s)",
-            request=request,
-        )
+        # anyio.fail_after's error around the attempt, which says nothing, or the engine's when
+        # the deadline passed before a retry (`CallRun.out_of_time`).
+        new = flavour.attempt_timeout(str(error) or _cancelled_by(policy), request=request)
     else:
         return None
     new.__cause__ = error.__cause__ if isinstance(error, RetryBudgetExhausted) else error
@@ -109,6 +106,16 @@ def translate(
         add_note(new, note)
     copy_mark(error, new)  # final below stays final above (docs/layers.md)
     return new
+
+
+def _cancelled_by(policy: RetryPolicy) -> str:
+    """What cut an attempt short: the policy's ``timeout``, its ``deadline``, or either."""
+    limits = [
+        f"{name} ({limit:g}s)"
+        for name, limit in (("timeout", policy.timeout), ("deadline", policy.deadline))
+        if limit is not None
+    ]
+    return f"attempt cancelled by the policy's {' or '.join(limits)}"
 
 
 class HttpExchange:

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from retrymw import Retrier, RetryPolicy
+from retrymw import CallFinished, Retrier, RetryDenied, RetryPolicy
 from retrymw.httpx import AsyncRetryTransport, RetryTransport
 from retrymw.instrumentation import Instrument
-from retrymw.testing import FakeClock
+from retrymw.testing import FakeClock, RecordingInstrument
 from tests.http_server import FlakyServer, Step
 
 pytestmark = pytest.mark.anyio
@@ -301,3 +301,112 @@ async def test_without_a_deadline_the_hooks_are_not_timed() -> None:
     )
     assert await bounded.call(ok) == "ok"
     assert timed.reads > 4
+
+
+# -- a wait that overran the deadline --------------------------------------------------------------
+#
+# The policy schedules no retry that would start past the deadline, but the wait before one can
+# overrun it: the process stalls (a GC pause, a CPU quota), a disposal or a hook takes long.
+# Before the fix the attempt started anyway, late: a coroutine's code up to its first await and
+# a function's whole body ran past the deadline, and a transport's caller got an attempt
+# timeout whose message read "timeout (Nones)".
+
+
+class OverranWait(FakeClock):
+    """Every wait lasts a second longer than asked: the process stalled while the call waited."""
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds + 1.0)
+
+    def sleep_sync(self, seconds: float) -> None:
+        super().sleep_sync(seconds + 1.0)
+
+
+STALLED = RetryPolicy(attempts=3, initial_delay=0.1, backoff="fixed", deadline=0.5)
+
+
+def assert_gave_up_at_the_deadline(
+    error: BaseException, recorder: RecordingInstrument, attempts_ran: list[float]
+) -> None:
+    assert attempts_ran == [0.0]  # old code: a second attempt at 1.1 s
+    assert isinstance(error, ConnectionError)
+    assert "the next retry would start past the deadline" in getattr(error, "__notes__", [""])[-1]
+    denied = [event.reason for event in recorder.events if isinstance(event, RetryDenied)]
+    assert denied == ["deadline_exceeded"]
+    (ended,) = [event for event in recorder.events if isinstance(event, CallFinished)]
+    assert ended.outcome == "deadline_exceeded"
+    assert ended.attempts == 1
+
+
+async def test_a_retry_whose_wait_overran_the_deadline_never_starts() -> None:
+    clock, recorder = OverranWait(), RecordingInstrument()
+    retrier = Retrier(STALLED, clock=clock, instruments=[recorder])
+    ran: list[float] = []
+
+    async def refused() -> None:
+        ran.append(clock.now())
+        raise ConnectionError("refused")
+
+    with pytest.raises(ConnectionError) as raised:
+        await retrier.call(refused)
+    assert_gave_up_at_the_deadline(raised.value, recorder, ran)
+
+
+def test_sync_a_retry_whose_wait_overran_the_deadline_never_starts() -> None:
+    clock, recorder = OverranWait(), RecordingInstrument()
+    retrier = Retrier(STALLED, clock=clock, instruments=[recorder])
+    ran: list[float] = []
+
+    def refused() -> None:
+        ran.append(clock.now())
+        raise ConnectionError("refused")
+
+    with pytest.raises(ConnectionError) as raised:
+        retrier.call_sync(refused)
+    assert_gave_up_at_the_deadline(raised.value, recorder, ran)
+
+
+async def test_a_request_whose_wait_overran_the_deadline_is_not_sent(server: FlakyServer) -> None:
+    url = server.script(503, 503, 200)
+    transport = AsyncRetryTransport(policy=STALLED, clock=OverranWait(), instruments=())
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx.TimeoutException) as raised:
+            await client.get(url)
+    assert server.served(url) == 1
+    # The 503 was closed during the wait: the call ends with the deadline, named alone.
+    assert str(raised.value) == "the policy's deadline (0.5s) passed before the next attempt"
+
+
+def test_sync_a_request_whose_wait_overran_the_deadline_is_not_sent(server: FlakyServer) -> None:
+    url = server.script(503, 503, 200)
+    transport = RetryTransport(policy=STALLED, clock=OverranWait(), instruments=())
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(httpx.TimeoutException) as raised,
+    ):
+        client.get(url)
+    assert server.served(url) == 1
+    assert str(raised.value) == "the policy's deadline (0.5s) passed before the next attempt"
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"timeout": 0.2}, "attempt cancelled by the policy's timeout (0.2s)"),
+        ({"deadline": 0.2}, "attempt cancelled by the policy's deadline (0.2s)"),
+        (
+            {"timeout": 0.2, "deadline": 30},
+            "attempt cancelled by the policy's timeout (0.2s) or deadline (30s)",
+        ),
+    ],
+)
+async def test_an_attempt_timeout_names_only_the_limits_set(
+    server: FlakyServer, limits: dict[str, float], message: str
+) -> None:
+    url = server.script(Step(200, delay=5.0))
+    policy = RetryPolicy(attempts=1, **limits)  # type: ignore[arg-type]
+    transport = AsyncRetryTransport(policy=policy, instruments=())
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx.TimeoutException) as raised:
+            await client.get(url)
+    assert str(raised.value) == message  # old code: "... timeout (Nones) or deadline (0.2s)"
