@@ -622,9 +622,12 @@ class Pacer:
             measured = self._measured_sends / (now - self._measure_start)
         if current is None:
             sent = measured
-        elif measured > 0.0:
+        elif measured > 0.0 and self._requests.tat <= now:
+            # Sends went as they came, below the rate: what was sent is what was measured.
             sent = min(current, measured) if current > measured * 2.0 else current
         else:
+            # Sends were held back (the schedule runs past now): they went at the rate, even if
+            # a stall of the process left a measuring bucket nearly empty.
             sent = current
         self._w_max = max(FLOOR / beta, sent)
         self._k = (self._w_max * (1.0 - beta) / CUBIC_C) ** (1.0 / 3.0)

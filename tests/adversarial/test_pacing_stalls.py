@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from retrymw import PacedError, Pacer, Retrier, RetryPolicy
 from retrymw._engine.run import SHORTEST_PACED_WAIT
-from retrymw._protect.pacer import RateLimits
+from retrymw._protect.pacer import BETA_KNOWN, RateLimits
 from retrymw._simulate.clock import SimClock, slept_for
 from retrymw.testing import FakeClock
 
@@ -231,3 +231,38 @@ def test_sends_keep_to_the_rate_the_burst_and_every_hold(
     # A wait shorter than a sleep is not slept: a send may go that much early, into a hold too.
     for heard_at, held_until in heard:
         assert not [at for at in sent if heard_at < at < held_until - SHORTEST_PACED_WAIT]
+
+
+# -- a throttle after a stall ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stall", [0.3, 1.0, 2.0])
+def test_a_throttle_after_a_stall_cuts_from_the_rate_not_the_stalled_count(stall: float) -> None:
+    """A loaded run drew it: the client stalled for about a second, a 429 came soon after, and
+    the pacer cut its rate to 0.9 of what it had measured in the stall (23/s of a known 50/s),
+    then took seconds to climb back. A pacer that holds sends back sends at its rate: the
+    count in a bucket a stall emptied says nothing about what the server saw."""
+    clock = FakeClock()
+    pacer = Pacer(RATE, burst=10, clock=clock)
+    at = 0.0
+    while at < 5.0:  # sending at the rate
+        pacer.reserve(at)
+        at += 1 / RATE
+    at += stall  # nothing sent: the process was stopped
+    for _ in range(20):  # the calls that came meanwhile: the pacer holds them back
+        pacer.reserve(at)
+    pacer.learn(at + 0.05, status=429)
+    assert pacer.statistics().measured_rate < RATE  # the stall shows in the measured rate
+    # Old code, after a 1 s or a 2 s stall: 21.0 and 16.2 requests/s.
+    assert pacer.statistics().rate == pytest.approx(RATE * BETA_KNOWN)
+
+
+def test_a_throttle_at_a_low_demand_still_cuts_from_what_was_sent() -> None:
+    clock = FakeClock()
+    pacer = Pacer(RATE, clock=clock)
+    at = 0.0
+    while at < 5.0:  # 5 sends a second, far below the rate: none waits
+        pacer.reserve(at)
+        at += 0.2
+    pacer.learn(at - 0.1, status=429)
+    assert pacer.statistics().rate == pytest.approx(5.0 * BETA_KNOWN, rel=0.05)
