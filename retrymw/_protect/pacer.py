@@ -471,7 +471,7 @@ class Pacer:
     def holds(self, at: float) -> bool:
         """Whether a hold (a ``Retry-After``, an exhausted counter) holds sends at ``at``."""
         with self._lock:
-            return max(self._requests.hold_until, self._tokens.hold_until) > at
+            return self._held_until() > at
 
     def stalled(self, due: float, now: float) -> bool:
         """Whether a send booked to go at ``due`` that wakes at ``now`` was stalled: later
@@ -546,7 +546,7 @@ class Pacer:
                 delayed=self._delayed,
                 refused=self._refused,
                 throttles=self._throttles,
-                held_for=max(0.0, self._requests.hold_until - now, self._tokens.hold_until - now),
+                held_for=max(0.0, self._held_until() - now),
                 fleet_limit=self._fleet_limit,
             )
 
@@ -567,9 +567,12 @@ class Pacer:
         return (
             self._requests_rate(now) is None
             and self._tokens_rate() is None
-            and self._requests.hold_until <= now
-            and self._tokens.hold_until <= now
+            and self._held_until() <= now
         )
+
+    def _held_until(self) -> float:
+        """When the later of the two lanes' holds ends (``-inf``: never held)."""
+        return max(self._requests.hold_until, self._tokens.hold_until)
 
     def _count_send(self) -> None:
         self._sends += 1
