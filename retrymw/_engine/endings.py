@@ -41,12 +41,11 @@ OUTCOME_OF_REASON: dict[RetryReason, CallOutcome] = {
 }
 
 #: The outcome of a call refused before any attempt (in this process) by the breaker, the
-#: throttle or the pacer, or whose deadline passed first: nothing reached the dependency.
+#: throttle or the pacer: nothing reached the dependency.
 OUTCOME_OF_REFUSAL: dict[RetryReason, CallOutcome] = {
     "circuit_open": "circuit_open",
     "shed": "shed",
     "paced": "paced",
-    "deadline_exceeded": "deadline_exceeded",
 }
 
 _NOTE_PREFIX = "retrymw: gave up after attempt "

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -293,6 +293,12 @@ class ResumableRun:
         self._leaves = False
         return claim.number
 
+    def leave_record(self) -> None:
+        """This process stops the call without an attempt of its own, for want of time: its
+        record stays as it is, for a process that has the time (as `load` leaves it when the
+        next attempt is due past the deadline)."""
+        self._leaves = True
+
     def allows(self, delay: float) -> bool:
         """Whether a retry ``delay`` from now starts before the budget's wall-clock expiry."""
         budget = self._policy.retry_budget
@@ -339,10 +345,10 @@ class ResumableRun:
         if not self._finished:
             self._finished = True
             operation = self._end_operation(ended)
-            if operation is not None and self._broken:
+            if operation is not None and (self._broken or self._out_of_time()):
                 # Worth one more try, not worth waiting for: after this call's other
                 # operations, in its worker (or a thread of its own without a deadline).
-                self._worker_of().submit(operation)
+                self._unwatched("end", self._worker_of().submit(operation))
             elif operation is not None:
                 self._run("end", operation, 1.0)
         if self._worker is not None:
@@ -379,8 +385,8 @@ class ResumableRun:
         operation = self._end_operation(ended)
         if operation is None:
             return
-        if self._broken:
-            _start(self._ordered(operation))
+        if self._broken or self._out_of_time():
+            self._unwatched("end", _start(self._ordered(operation)))
             return
         with anyio.CancelScope(shield=True):
             await self._run_async("end", operation, 1.0)
@@ -458,6 +464,32 @@ class ResumableRun:
         if self._deferred:  # never block the event loop: an unfetched step runs in memory
             return None
         return self._run(what, operation, share)
+
+    def _out_of_time(self) -> bool:
+        """Whether the call's deadline has passed: its last operation is then not waited for
+        (nothing failed, so nothing is logged unless it does)."""
+        left = self._deadline_left()
+        return left is not None and left <= 0.0
+
+    def _unwatched(self, what: str, future: Future[Any]) -> None:
+        """Log the failure of an operation the call no longer waits for, once it fails (a
+        store that already failed during this call was logged then)."""
+        if self._broken:
+            return
+
+        def told(done: Future[Any]) -> None:
+            error = done.exception()
+            if isinstance(error, Exception):
+                _logger.warning(
+                    "resume store %s failed during %s, after the call ended (%s: %s); "
+                    "the record stays until its retention passes",
+                    safe_repr(self._store, 120),
+                    what,
+                    type(error).__name__,
+                    safe_repr(str(error), 200),
+                )
+
+        future.add_done_callback(told)
 
     def _bound(self, share: float) -> float | None:
         """How long an operation may take: ``share`` of what the deadline leaves, if any."""

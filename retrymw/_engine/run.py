@@ -295,6 +295,12 @@ class CallRun(CallState):
         left = self.deadline_left()
         if left is None or left > 0.0:
             return False
+        if self.resume is not None and not self._ran_here():
+            # A resumed call that ran nothing here stops as one whose stored wait would cross
+            # its deadline (`ResumableRun.load`): `ResumeExhausted`, the record kept.
+            self.resume.leave_record()
+            self._exhausted("deadline_exceeded")
+            return True
         late = f"the policy's deadline ({self.policy.deadline:g}s) passed before the next attempt"
         self._refuse("deadline_exceeded", TimeoutError(late))
         return True
@@ -679,7 +685,7 @@ class CallRun(CallState):
             self._deny(reason, self._last_outcome())
         # Nothing ran in this process (a resumed call counts earlier processes' attempts too),
         # or the last result was already disposed of.
-        ran_here = self.error is not None or self.result is not None
+        ran_here = self._ran_here()
         if not ran_here or (self.adapter is not None and self.result is not None):
             # Before any attempt, or after the last result was already disposed of (a closed
             # response must not be returned): the call fails fast with the refusal itself.
@@ -690,6 +696,11 @@ class CallRun(CallState):
                 self.outcome = OUTCOME_OF_REFUSAL[reason]
             self.error = error
             self.reason = reason
+
+    def _ran_here(self) -> bool:
+        """Whether an attempt ran in this process (a resumed call's count includes earlier
+        processes' attempts)."""
+        return self.error is not None or self.result is not None
 
     def _resume(self) -> float | None:
         """Adopt the stored progress of a resumed call: the wait before its next attempt."""

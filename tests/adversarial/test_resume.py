@@ -2,7 +2,8 @@
 
 Attacks, each against the real component: a SQLite file write-locked by another process, with
 sync calls and five concurrent async calls; a hung Redis (its server stopped with SIGSTOP); a
-record due far past the deadline (an older policy, a clock that went back); corrupt SQLite rows
+record due far past the deadline (an older policy, a clock that went back), or a wait the
+process stalled through; a call that ends at its deadline, its end unwatched; corrupt SQLite rows
 and garbage Redis hashes; overlapping deliveries of one key, in one process and in eight real
 processes; a store that loses its data under a running call (FLUSHALL, a deleted row); a
 resumed HTTP call with an attempt header; a full disk.
@@ -12,9 +13,11 @@ froze the event loop for seconds, a 200 ms-deadline call took 0.5 s against a hu
 resumed call waited `max_delay` past its 1 s deadline, corrupt rows raised `TypeError` without
 running the function, a duplicate delivery deleted the record under the running call (4
 attempts for ``attempts=2``), FLUSHALL made a call give up after attempt 1 of 3, a resumed
-request sent attempt headers 1, 2 for attempts 3, 4, and a full disk was logged as
-"cannot rollback". Wall-clock bounds below are several times the deadline (a loaded machine
-keeps them) and far below what the stores' own timeouts made the calls take before.
+request sent attempt headers 1, 2 for attempts 3, 4, a full disk was logged as "cannot
+rollback", a resumed call that stalled through its wait raised `TimeoutError` and deleted the
+record, and a call ending at its deadline logged its healthy store as failed. Wall-clock
+bounds below are several times the deadline (a loaded machine keeps them) and far below what
+the stores' own timeouts made the calls take before.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -47,6 +50,7 @@ from tests.redis_server import RedisServer, redis_server
 from tests.stores.overlap import overlapping_runs
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 STORE_TIMEOUT = 2.0  # what a locked file or a hung server cost each operation before
 BOUND = 1.5  # several deadlines, below one store timeout
 
@@ -274,6 +278,127 @@ def test_a_resumed_wait_past_the_deadline_stops_at_once(tmp_path: Path) -> None:
     with resume("job"), pytest.raises(retrymw.ResumeExhausted) as stopped:
         Retrier(policy, store=store, clock=clock, instruments=()).call_sync(ran.append, 1)
     assert (ran, clock.sleeps, stopped.value.reason) == ([], [], "deadline_exceeded")
+    assert len(store) == 1
+
+
+class StallsInWaits(FakeClock):
+    """A process that stalls a second in every wait (a GC pause, a CPU quota, SIGSTOP)."""
+
+    def sleep_sync(self, seconds: float) -> None:
+        super().sleep_sync(seconds + 1.0)
+
+
+MODES = ["sync", "asyncio", "trio"]
+
+
+def call_in(mode: str, retrier: Retrier, fn: Callable[[], T]) -> T:
+    """``fn`` through ``retrier``: as a function (``sync``), or as a coroutine on the event
+    loop ``mode`` names."""
+    if mode == "sync":
+        return retrier.call_sync(fn)
+
+    async def as_coroutine() -> T:
+        return fn()
+
+    return anyio.run(retrier.call, as_coroutine, backend=mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_resumed_wait_that_overran_the_deadline_stops_and_keeps_the_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    """Due in 0.5 s, within the 1 s deadline, but the process stalled through it: as when the
+    record's wait would cross the deadline, nothing runs and the record stays for a process
+    that has the time. Before: the call raised a `TimeoutError` and deleted the record, and
+    the log blamed the store for an end it was given no time for."""
+    store = SQLiteStore(tmp_path / "r.db")
+    now = time.time()
+    leave_record(store, "job", delay=0.5, wall=now)
+    policy = RetryPolicy(attempts=3, initial_delay="1s", backoff="fixed", deadline="1s")
+    clock = StallsInWaits(wall_start=now)
+    retrier = Retrier(policy, store=store, clock=clock, instruments=())
+    ran: list[int] = []
+    with (
+        caplog.at_level(logging.WARNING, "retrymw"),
+        resume("job"),
+        pytest.raises(retrymw.ResumeExhausted) as stopped,
+    ):
+        call_in(mode, retrier, lambda: ran.append(1))
+    assert (ran, stopped.value.reason, stopped.value.attempts) == ([], "deadline_exceeded", 1)
+    assert clock.sleeps == [pytest.approx(1.5)]
+    assert len(store) == 1
+    assert not [message for message in messages(caplog) if "failed" in message]
+
+
+# -- a call that ends at its deadline ends its record, unwatched, and blames nothing --------------
+
+
+class HeldEnds(SQLiteStore):
+    """A store whose ends wait until the test lets them go, and fail if it says so."""
+
+    def __init__(self, path: Path, *, fails: bool = False) -> None:
+        super().__init__(path)
+        self.let_go = threading.Event()
+        self.fails = fails
+
+    def end(self, key: str, now: float, *, linger: float) -> None:
+        self.let_go.wait(timeout=30)
+        if self.fails:
+            raise OSError("disk I/O error")
+        super().end(key, now, linger=linger)
+
+
+def wait_for(condition: Callable[[], object], what: str) -> None:
+    """Wait (up to 30 s) until ``condition()`` holds."""
+    until = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < until, what
+        time.sleep(0.005)
+
+
+def ended_past_its_deadline(mode: str, store: HeldEnds) -> None:
+    """A call (0.2 s deadline) whose attempt outlasts its deadline and fails: it gives up."""
+    clock = FakeClock(wall_start=time.time())
+    policy = RetryPolicy(attempts=3, initial_delay="10ms", backoff="fixed", deadline="200ms")
+    retrier = Retrier(policy, store=store, clock=clock, instruments=(), budget=None)
+
+    def fails() -> None:
+        clock.advance(0.3)
+        raise ConnectionError("down")
+
+    with resume("job"), pytest.raises(ConnectionError):
+        call_in(mode, retrier, fails)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_ended_past_its_deadline_ends_its_record_without_blaming_the_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    """The call has no time left to wait for the store: its end goes on unwatched. Before: it
+    waited 0 s for it and logged the healthy store as failed."""
+    store = HeldEnds(tmp_path / "r.db")
+    with caplog.at_level(logging.WARNING, "retrymw"):
+        ended_past_its_deadline(mode, store)
+        assert len(store) == 1  # its end waits, unwatched
+        store.let_go.set()
+        wait_for(lambda: len(store) == 0, "the end never ran")
+    assert not [message for message in messages(caplog) if "failed" in message]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unwatched_end_that_fails_is_logged_when_it_fails(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    """Nobody waits for it, so its failure is told when it happens, and what it leaves."""
+    store = HeldEnds(tmp_path / "r.db", fails=True)
+    with caplog.at_level(logging.WARNING, "retrymw"):
+        ended_past_its_deadline(mode, store)
+        assert not messages(caplog)
+        store.let_go.set()
+        wait_for(lambda: messages(caplog), "the failure was never told")
+    (told,) = messages(caplog)
+    assert "failed during end, after the call ended (OSError: 'disk I/O error')" in told, told
+    assert "the record stays until its retention passes" in told, told
     assert len(store) == 1
 
 
