@@ -459,6 +459,8 @@ class Retrier:
         bare = self._bare if call is None else self._runs_bare(call, dispatch)
         paced = self._runtime.pacer is not None  # a pacer may still send it bare
         if not bare or dispatch.opens_scopes or (paced and not self._sends_at_once(fn, call)):
+            if not callable(fn):  # a driver would call it, and retry Python's TypeError
+                check_callable(fn, "retrier.call()")
             return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()  # a mark later than this was made inside this call
         started_at = self._runtime.clock.now() if dispatch.observes_calls else None

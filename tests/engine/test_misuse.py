@@ -117,19 +117,25 @@ async def test_call_sync_refuses_a_returned_coroutine(retrier: Retrier) -> None:
     assert (calls.calls, count.calls) == (1, 0)
 
 
-async def test_a_coroutine_object_is_refused(clock: FakeClock) -> None:
-    """call(fetch()) instead of call(fetch): refused, closed, and the fix is named."""
+async def test_a_coroutine_object_is_refused(retrier: Retrier) -> None:
+    """call(fetch()) instead of call(fetch): refused, closed, and the fix is named, before
+    anything runs. Before, with an instrument that hears of starts (OpenTelemetry's), the
+    full path called it: ``TypeError: 'coroutine' object is not callable``, retried as the
+    policy's TypeError, and the coroutine never closed ("was never awaited")."""
 
     async def fetch() -> int:
         return 1
 
-    retrier = Retrier(RetryPolicy(), clock=clock, instruments=(), budget=None)
+    coroutine = fetch()
     with pytest.raises(TypeError, match=r"pass the coroutine function.*retrier\.call\(.*fetch"):
-        await retrier.call(fetch())  # type: ignore[arg-type]
+        await retrier.call(coroutine)  # type: ignore[arg-type]
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
     with pytest.raises(TypeError, match="needs a function to call, got 42"):
         await retrier.call(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs a function to call"):
         retrier.call_sync("fetch")  # type: ignore[arg-type]
+    assert retrier.clock.sleeps == []  # type: ignore[attr-defined]
+    assert _finished(retrier) == []  # refused before the call began
 
 
 async def test_generators_are_refused_before_anything_runs(clock: FakeClock) -> None:
