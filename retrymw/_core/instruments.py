@@ -230,7 +230,6 @@ class Dispatch:
         "instruments",
         "observes_calls",
         "observes_outcomes",
-        "opens_scopes",
         "reports_attempts",
         "times_attempts",
     )
@@ -250,14 +249,11 @@ class Dispatch:
         self.attached = _table(guards, "attached")
         self.failover_started = _table(guards, "failover_started")
         self.failover_finished = _table(guards, "failover_finished")
-        # Whether any hook hears of calls or attempts: a call's first attempt then never runs
-        # bare (`Retrier.run_async`).
+        # Whether any hook hears of calls or attempts: a first attempt run bare is then
+        # announced and reported as the full path would (`BareCall`).
         self.observes_calls = bool(
             self.call_started or self.attempt_started or self.attempt_finished or self.call_finished
         )
-        # Whether a hook may open a scope around the call or an attempt: the call is then a
-        # `CallRun` from its start, which holds the scopes.
-        self.opens_scopes = bool(self.call_started or self.attempt_started)
         # Whether any hook reads an attempt's or a call's status (read only then).
         self.observes_outcomes = bool(
             self.attempt_finished or self.retry_scheduled or self.retry_denied or self.call_finished

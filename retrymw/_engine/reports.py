@@ -23,7 +23,6 @@ from .._core.events import (
 )
 from .._core.instruments import Dispatch, Hook, Scopes
 from .._core.policy import RetryPolicy
-from .call import Call
 from .endings import error_type
 from .runtime import Runtime
 
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from .._protect.budget import RetryBudget
 
 __all__ = [
-    "BareCall",
     "ReportedCall",
     "attempt_finished",
     "attempt_started",
@@ -60,51 +58,6 @@ class ReportedCall(Protocol):
     budget: RetryBudget | None
     body: BodyRead | None
     paced_for: float | None
-
-
-class BareCall:
-    """A call that ended at its bare first attempt, as the reports read it (`ReportedCall`):
-    settled by it (``success``), or cancelled during it (``cancelled``)."""
-
-    __slots__ = (
-        "attempt_started_at",
-        "budget",
-        "operation",
-        "outcome",
-        "paced_for",
-        "policy",
-        "request",
-        "result",
-        "runtime",
-        "started_at",
-        "target",
-    )
-
-    attempt = 1
-    status: int | None = None
-    body: BodyRead | None = None
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        call: Call,
-        started_at: float,
-        result: object,
-        budget: RetryBudget | None,
-        *,
-        paced_for: float | None,
-        outcome: CallOutcome = "success",
-    ) -> None:
-        self.runtime = runtime
-        self.policy = call.policy
-        self.target = call.target
-        self.operation = call.operation
-        self.request = call.request
-        self.started_at = self.attempt_started_at = started_at
-        self.result = result
-        self.budget = budget
-        self.paced_for = paced_for  # 0.0 when an idle pacer sent it, None without a pacer
-        self.outcome: CallOutcome = outcome
 
 
 def call_started(run: ReportedCall, hooks: tuple[Hook, ...]) -> Scopes:

@@ -2,10 +2,11 @@
 the engine's two doors they all go through (`Retrier.run_async`, `Retrier.run_sync`).
 
 Every front door, the HTTP transports' included, describes its call (`Call`) and hands it to
-the door of its colour. A door runs the first attempt bare when nothing needs to see or bound
-it, and otherwise, or once it failed, drives the call: a thin loop around the same `CallRun`
-methods (run the attempt, ask the run, which asks the pure `RetryPolicy` decision core, what
-follows, sleep, repeat). The argument checks and protection listeners are in `retrier_args`.
+the door of its colour. A door runs the first attempt bare when nothing needs to guard or
+bound it (instruments hear of it through a `BareCall`), and otherwise, or once it failed,
+drives the call: a thin loop around the same `CallRun` methods (run the attempt, ask the run,
+which asks the pure `RetryPolicy` decision core, what follows, sleep, repeat). The argument
+checks and protection listeners are in `retrier_args`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import anyio
 
 from .._core.clock import SYSTEM_CLOCK, Clock, async_waiter, waits_disabled
 from .._core.errors import ConfigError
-from .._core.events import Outcome
 from .._core.instruments import Dispatch
 from .._core.policy import RetryPolicy
 from .._core.redact import safe_repr
@@ -28,7 +28,8 @@ from .._protect.budget import RetryBudget
 from .._protect.hedge import Hedge
 from .._protect.pacer import Pacer
 from .._protect.targets import PerTarget
-from . import hedging, reports
+from . import hedging
+from .bare import BareCall
 from .call import Call
 from .callables import (
     SUSPECT_RESULTS,
@@ -43,7 +44,6 @@ from .callables import (
     sync_result_error,
 )
 from .layers import mark_time
-from .reports import BareCall
 from .retrier_args import (
     DEFAULT,
     NOT_GIVEN,
@@ -69,10 +69,6 @@ __all__ = ["BreakerArg", "BudgetArg", "PacerArg", "Retrier", "ThrottleArg", "ret
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-#: What a report reads of the outcome of a first attempt that settled its call: no exception
-#: and no status (the result is the call's own, `BareCall.result`).
-SETTLED = Outcome(attempt=1)
 
 
 class Retrier:
@@ -344,14 +340,14 @@ class Retrier:
 
     def _bare_policy(self, policy: RetryPolicy, *, judged: bool) -> bool:
         """Whether a call under ``policy`` may run its first attempt bare, as far as protection
-        and the policy go (an instrument that opens scopes also forbids it: `Dispatch`).
+        and the policy go.
 
         No breaker or throttle admits attempts, no store resumes calls, no hedge times them,
         the policy bounds no attempt in time, and the outcome needs no judging beyond "it
         raised": a result is judged only by a matcher that reads results, unless the front
         door ``judged`` it (`AttemptAdapter.settles`). A pacer is asked per call
-        (`_sends_at_once`). Instruments that hear of endings only are told of a call settled
-        at once by `_report_settled`, and of one cancelled during it by `_report_cancelled`.
+        (`_sends_at_once`). Instruments hear of a bare first attempt as of any other, their
+        scopes around it (`BareCall`).
         """
         if self._runtime.guards_calls:
             return False
@@ -394,54 +390,17 @@ class Retrier:
         pacer = self._pacer_for(fn, call)
         return pacer is None or pacer.send_at_once(self._runtime.clock.now())
 
-    def _report_settled(
-        self,
-        fn: Callable[..., Any],
-        call: Call | None,
-        dispatch: Dispatch,
-        started_at: float,
-        result: object,
-        budget: RetryBudget | None,
-    ) -> None:
-        """Tell the instruments of a call its bare first attempt settled: how the attempt
-        ended, then the call, as a `CallRun` would have."""
-        settled = BareCall(
-            self._runtime,
-            self._call_of(fn, call),
-            started_at,
-            result,
-            budget,
-            paced_for=None if self._runtime.pacer is None else 0.0,  # an idle pacer sent it
-        )
-        now = self._runtime.clock.now()
-        if dispatch.attempt_finished:
-            reports.attempt_finished(settled, dispatch.attempt_finished, SETTLED, now, False, False)
-        if dispatch.call_finished:
-            reports.call_finished(settled, dispatch.call_finished, None)
-
-    def _report_cancelled(
-        self,
-        fn: Callable[..., Any],
-        call: Call | None,
-        dispatch: Dispatch,
-        started_at: float,
-        error: BaseException,
-    ) -> None:
-        """Tell the instruments of a call cancelled (or interrupted) during its bare first
-        attempt, as `CallRun.abort` tells them of one cancelled on the full path: the call
-        ends ``cancelled``; no attempt outcome is reported. The budget's gauge is left to the
-        next call that reads it."""
-        if dispatch.call_finished:
-            cancelled = BareCall(
-                self._runtime,
-                self._call_of(fn, call),
-                started_at,
-                result=None,
-                budget=None,
-                paced_for=None,
-                outcome="cancelled",
-            )
-            reports.call_finished(cancelled, dispatch.call_finished, error)
+    def _observed(
+        self, fn: Callable[..., Any], call: Call | None, dispatch: Dispatch, door: str
+    ) -> BareCall:
+        """The call about to run its first attempt bare, announced to the instruments that
+        hear of calls (`Dispatch.observes_calls`), their scopes entered. What is not callable
+        is refused first, as on the full path: nothing heard of it."""
+        if not callable(fn):
+            check_callable(fn, door)
+        observed = BareCall(self._runtime, self._call_of(fn, call), dispatch)
+        observed.begin()
+        return observed
 
     async def run_async(
         self,
@@ -458,12 +417,16 @@ class Retrier:
         dispatch = self._current()
         bare = self._bare if call is None else self._runs_bare(call, dispatch)
         paced = self._runtime.pacer is not None  # a pacer may still send it bare
-        if not bare or dispatch.opens_scopes or (paced and not self._sends_at_once(fn, call)):
+        if not bare or (paced and not self._sends_at_once(fn, call)):
             if not callable(fn):  # a driver would call it, and retry Python's TypeError
                 check_callable(fn, "retrier.call()")
             return await self._drive_async(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()  # a mark later than this was made inside this call
-        started_at = self._runtime.clock.now() if dispatch.observes_calls else None
+        observed = (
+            self._observed(fn, call, dispatch, "retrier.call()")
+            if dispatch.observes_calls
+            else None
+        )
         awaitable: Any = NOT_GIVEN
         try:
             awaitable = fn(*args, **kwargs)
@@ -471,15 +434,15 @@ class Retrier:
         except Exception as error:
             first = error
         except BaseException as error:  # cancelled or interrupted: told, never retried
-            if started_at is not None:
-                self._report_cancelled(fn, call, dispatch, started_at, error)
+            if observed is not None:
+                observed.abort(error)
             raise
         else:
             adapter = None if call is None else call.adapter
             if adapter is None or adapter.settles(result):
                 budget = self._settle_protection(fn, call, result)
-                if started_at is not None:
-                    self._report_settled(fn, call, dispatch, started_at, result, budget)
+                if observed is not None:
+                    observed.settled(result, budget)
                 return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
             return await self._drive_async(
                 fn,
@@ -488,16 +451,19 @@ class Retrier:
                 self._call_of(fn, call),
                 dispatch,
                 since,
-                started_at,
+                observed,
                 first_result=result,
             )
         # Misuse is told apart only once something failed, off the success path: ``fn`` not
         # callable, or what it returned not awaitable. Refused, never retried.
         if isinstance(first, TypeError):
             if not callable(fn):
-                check_callable(fn, "retrier.call()")
+                check_callable(fn, "retrier.call()")  # not observed: nobody heard of it
             if awaitable is not NOT_GIVEN and not hasattr(awaitable, "__await__"):
-                raise sync_result_error(fn, awaitable) from None
+                refusal = sync_result_error(fn, awaitable)
+                if observed is not None:
+                    observed.abort(refusal)
+                raise refusal from None
         # Outside the except block: the retries' exceptions must not carry the first one as
         # their __context__ ("During handling of the above exception...").
         resumed = self._drive_async(
@@ -507,7 +473,7 @@ class Retrier:
             self._call_of(fn, call),
             dispatch,
             since,
-            started_at,
+            observed,
             first_error=first,
         )
         # The first error's traceback holds this frame: not holding the error here too leaves
@@ -527,18 +493,22 @@ class Retrier:
         dispatch = self._current()
         bare = self._bare if call is None else self._runs_bare(call, dispatch)
         paced = self._runtime.pacer is not None  # a pacer may still send it bare
-        if not bare or dispatch.opens_scopes or (paced and not self._sends_at_once(fn, call)):
+        if not bare or (paced and not self._sends_at_once(fn, call)):
             return self._drive_sync(fn, args, kwargs, self._call_of(fn, call), dispatch)
         since = mark_time()
-        started_at = self._runtime.clock.now() if dispatch.observes_calls else None
+        observed = (
+            self._observed(fn, call, dispatch, "retrier.call_sync()")
+            if dispatch.observes_calls
+            else None
+        )
         first: Exception | None = None
         try:
             result = fn(*args, **kwargs)
         except Exception as error:
             first = error
         except BaseException as error:  # interrupted: told, never retried, as in `run_async`
-            if started_at is not None:
-                self._report_cancelled(fn, call, dispatch, started_at, error)
+            if observed is not None:
+                observed.abort(error)
             raise
         if first is not None:
             try:  # outside the except block, as in `run_async`: no accidental chaining
@@ -549,7 +519,7 @@ class Retrier:
                     self._call_of(fn, call),
                     dispatch,
                     since,
-                    started_at,
+                    observed,
                     first_error=first,
                 )
             finally:
@@ -557,12 +527,14 @@ class Retrier:
         if type(result) in SUSPECT_RESULTS:
             refusal = async_result_error(fn, result)
             if refusal is not None:
+                if observed is not None:
+                    observed.abort(refusal)
                 raise refusal  # never retried
         adapter = None if call is None else call.adapter
         if adapter is None or adapter.settles(result):
             budget = self._settle_protection(fn, call, result)
-            if started_at is not None:
-                self._report_settled(fn, call, dispatch, started_at, result, budget)
+            if observed is not None:
+                observed.settled(result, budget)
             return result if adapter is None else adapter.returned(result, None)  # type: ignore[return-value]
         return self._drive_sync(
             fn,
@@ -571,7 +543,7 @@ class Retrier:
             self._call_of(fn, call),
             dispatch,
             since,
-            started_at,
+            observed,
             first_result=result,
         )
 
@@ -587,16 +559,16 @@ class Retrier:
         call: Call,
         dispatch: Dispatch,
         since: int | None = None,
-        started_at: float | None = None,
+        bare: BareCall | None = None,
         *,
         first_error: Exception | None = None,
         first_result: object = NOT_GIVEN,
     ) -> T:
         """Drive ``call`` (async): from its start, or on from its bare first attempt's outcome
-        (``first_error`` or ``first_result``, with ``since`` and ``started_at`` read before
-        that attempt)."""
+        (``first_error`` or ``first_result``, with ``since`` read before that attempt and
+        the `BareCall` the instruments heard of it as, if any)."""
         attempt = bound_attempt(fn, args, kwargs)
-        run = CallRun(self._runtime, call, dispatch, since, started_at)
+        run = CallRun(self._runtime, call, dispatch, since, bare)
         adapter = call.adapter
         clock = self._runtime.clock
         bounded = call.policy.timeout is not None or call.policy.deadline is not None
@@ -682,14 +654,14 @@ class Retrier:
         call: Call,
         dispatch: Dispatch,
         since: int | None = None,
-        started_at: float | None = None,
+        bare: BareCall | None = None,
         *,
         first_error: Exception | None = None,
         first_result: object = NOT_GIVEN,
     ) -> T:
         """Sync twin of `_drive_async`."""
         attempt = bound_attempt(fn, args, kwargs)
-        run = CallRun(self._runtime, call, dispatch, since, started_at)
+        run = CallRun(self._runtime, call, dispatch, since, bare)
         adapter = call.adapter
         clock = self._runtime.clock
         bounded = call.policy.timeout is not None or call.policy.deadline is not None

@@ -8,7 +8,7 @@ decision is delegated to the pure `RetryPolicy.next_step`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core.errors import CircuitOpenError, LoadShedError, PacedError
 from .._core.events import (
@@ -29,6 +29,9 @@ from .layers import FINAL_REASONS, mark_time, retried_below
 from .resume import ResumableRun
 from .retrier_args import NOT_GIVEN
 from .runtime import AttemptAdapter, Runtime, for_target
+
+if TYPE_CHECKING:
+    from .bare import BareCall
 
 __all__ = [
     "ATTEMPT_ROOM_SHARE",
@@ -95,7 +98,7 @@ class CallRun(CallState):
         call: Call,
         dispatch: Dispatch,
         since: int | None,
-        started_at: float | None = None,
+        bare: BareCall | None = None,
     ) -> None:
         self.runtime = runtime
         self.policy = call.policy
@@ -104,10 +107,15 @@ class CallRun(CallState):
         self.adapter = call.adapter
         self.request = call.request
         self.dispatch = dispatch
-        self.call_scopes = NO_SCOPES
         self.attempt = 0
-        # A call going on from its bare first attempt started before that attempt.
-        self.started_at = runtime.clock.now() if started_at is None else started_at
+        if bare is None:
+            self.started_at = self.attempt_started_at = runtime.clock.now()
+            self.call_scopes = self.attempt_scopes = NO_SCOPES
+        else:
+            # A call going on from its bare first attempt started before that attempt, and
+            # its instruments' scopes stay open around it.
+            self.started_at, self.attempt_started_at = bare.started_at, bare.attempt_started_at
+            self.call_scopes, self.attempt_scopes = bare.call_scopes, bare.attempt_scopes
         self.delay_so_far = 0.0
         self.last_delay: float | None = None
         self.instrument_time = 0.0
@@ -133,9 +141,7 @@ class CallRun(CallState):
         self.admitted = False
         # The throttle admitted the next attempt when its retry was scheduled (`_withheld`).
         self.retry_admitted = False
-        self.attempt_scopes = NO_SCOPES
         self.sleep_scopes = NO_SCOPES
-        self.attempt_started_at = self.started_at
         self.result: object = None
         self.error: Exception | None = None
         self.status: int | None = None

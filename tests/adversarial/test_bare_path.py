@@ -1,17 +1,19 @@
 """A first attempt run bare tells the instruments what the full path tells them.
 
-When no instrument hears of starts and nothing guards the call, its first attempt runs outside
-a `CallRun` (`Retrier.run_async`, `run_sync`), and instruments of endings hear of it
-afterwards. Whatever the attempt does (succeed, fail then succeed, fail for good, be cancelled
-or interrupted), they must hear the same endings as an instrument that also hears of starts,
-which sends every call down the full path. The cancelled and interrupted cases once told
-nothing (tests/adversarial/test_cancelled_calls.py).
+When nothing guards the call, its first attempt runs outside a `CallRun` (`Retrier.run_async`,
+`run_sync`); one is built only if that attempt does not settle the call. Whatever the attempt
+does (succeed, fail then succeed, fail for good, be cancelled or interrupted, return what
+cannot be awaited), the instruments must hear the same events, and their scopes be entered
+and left in the same order, as on the full path, which a policy with a deadline takes. The
+cancelled and interrupted cases once told nothing (tests/adversarial/test_cancelled_calls.py),
+and a misuse refused on the bare path told an instrument of endings nothing while the full
+path told it the call failed.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -19,17 +21,19 @@ import pytest
 
 from retrymw import (
     AttemptFinished,
+    AttemptStarted,
     CallFinished,
+    CallStarted,
     Retrier,
     RetryDenied,
     RetryPolicy,
     RetryScheduled,
 )
 from retrymw.instrumentation import Instrument
-from retrymw.testing import FakeClock, RecordingInstrument
+from retrymw.testing import FakeClock
 from tests.instruments import EndingsRecorder
 
-ENDINGS = (AttemptFinished, RetryScheduled, RetryDenied, CallFinished)
+EVENTS = (CallStarted, AttemptStarted, AttemptFinished, RetryScheduled, RetryDenied, CallFinished)
 
 POLICIES = {
     "any exception": RetryPolicy(initial_delay=0),
@@ -40,12 +44,61 @@ POLICIES = {
 BEHAVIOURS = ("succeeds", "fails once", "fails always", "refused error", "interrupted")
 
 
-def _told(events: list[Any]) -> list[tuple[str, dict[str, object]]]:
-    """The endings, without what differs from run to run (times, the budget's gauge), and
-    with each exception by its type."""
-    told = []
+def full_path(policy: RetryPolicy) -> RetryPolicy:
+    """``policy`` with a deadline that never comes: a bounded call never runs bare."""
+    return policy.replace(deadline=3600)
+
+
+class ScopedRecorder(Instrument):
+    """Hears every event, and returns a scope from each hook that may return one, whose
+    entering and leaving (with the error it was left by) it records among the events."""
+
+    def __init__(self) -> None:
+        self.told: list[object] = []
+
+    @contextlib.contextmanager
+    def _scope(self, name: str) -> Iterator[None]:
+        self.told.append(f"enter {name}")
+        try:
+            yield
+        except BaseException as error:
+            self.told.append(f"leave {name} by {type(error).__name__}")
+            raise
+        self.told.append(f"leave {name}")
+
+    def call_started(self, event: CallStarted, /) -> contextlib.AbstractContextManager[None]:
+        self.told.append(event)
+        return self._scope("call")
+
+    def attempt_started(self, event: AttemptStarted, /) -> contextlib.AbstractContextManager[None]:
+        self.told.append(event)
+        return self._scope(f"attempt {event.attempt}")
+
+    def attempt_finished(self, event: AttemptFinished, /) -> None:
+        self.told.append(event)
+
+    def retry_scheduled(self, event: RetryScheduled, /) -> None:
+        self.told.append(event)
+
+    def retry_denied(self, event: RetryDenied, /) -> None:
+        self.told.append(event)
+
+    def call_finished(self, event: CallFinished, /) -> None:
+        self.told.append(event)
+
+
+Told = str | tuple[str, dict[str, object]]  # a scope entered or left, or an event's fields
+
+
+def _told(events: list[Any]) -> list[Told]:
+    """The events, without what differs from run to run (times, the budget's gauge), and
+    with each exception by its type; the scopes' records as they are."""
+    told: list[Told] = []
     for event in events:
-        if not isinstance(event, ENDINGS):
+        if isinstance(event, str):
+            told.append(event)
+            continue
+        if not isinstance(event, EVENTS):
             continue
         fields = event._asdict()
         for varying in ("duration", "delay", "budget_available"):
@@ -56,6 +109,15 @@ def _told(events: list[Any]) -> list[tuple[str, dict[str, object]]]:
     return told
 
 
+def _heard(instrument: EndingsRecorder | ScopedRecorder) -> list[Told]:
+    return _told(instrument.told if isinstance(instrument, ScopedRecorder) else instrument.events)
+
+
+def _last_event(told: list[Told]) -> str:
+    """The name of the last event told (after it, only scopes are left)."""
+    return next(item[0] for item in reversed(told) if not isinstance(item, str))
+
+
 def _behaviour(name: str) -> Callable[[], object]:
     """What the first attempt does; later attempts succeed."""
     made = 0
@@ -63,7 +125,7 @@ def _behaviour(name: str) -> Callable[[], object]:
     def attempt() -> object:
         nonlocal made
         made += 1
-        if name == "succeeds" or (name == "fails once" and made > 1):
+        if name in ("succeeds", "misused") or (name == "fails once" and made > 1):
             return made
         if name == "refused error":
             raise ValueError("not retried by connection-error policies")
@@ -76,18 +138,27 @@ def _behaviour(name: str) -> Callable[[], object]:
 
 def _run_sync(instrument: Instrument, policy: RetryPolicy, behaviour: str) -> None:
     retrier = Retrier(policy, instruments=[instrument], clock=FakeClock())
-    with contextlib.suppress(Exception, KeyboardInterrupt):  # the endings are compared
-        retrier.call_sync(_behaviour(behaviour))
+    attempt = _behaviour(behaviour)
+
+    async def coroutine() -> object:
+        return attempt()
+
+    def returns_a_coroutine() -> object:  # call_sync() given a coroutine function's twin
+        return coroutine()
+
+    with contextlib.suppress(Exception, KeyboardInterrupt):  # the events are compared
+        retrier.call_sync(returns_a_coroutine if behaviour == "misused" else attempt)
 
 
-@pytest.mark.parametrize("behaviour", BEHAVIOURS)
+@pytest.mark.parametrize("behaviour", [*BEHAVIOURS, "misused"])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_a_function_call_tells_the_same_endings_either_way(policy: str, behaviour: str) -> None:
-    bare, full = EndingsRecorder(), RecordingInstrument()
-    for instrument in (bare, full):
-        _run_sync(instrument, POLICIES[policy], behaviour)
-    assert _told(bare.events) == _told(full.events)
-    assert _told(bare.events)[-1][0] == "CallFinished"
+def test_a_function_call_tells_the_same_either_way(policy: str, behaviour: str) -> None:
+    for make in (EndingsRecorder, ScopedRecorder):
+        bare, full = make(), make()
+        _run_sync(bare, POLICIES[policy], behaviour)
+        _run_sync(full, full_path(POLICIES[policy]), behaviour)
+        assert _heard(bare) == _heard(full)
+        assert _last_event(_heard(bare)) == "CallFinished"
 
 
 async def _run_async(instrument: Instrument, policy: RetryPolicy, behaviour: str) -> None:
@@ -100,19 +171,21 @@ async def _run_async(instrument: Instrument, policy: RetryPolicy, behaviour: str
             await anyio.sleep_forever()
         return attempt()
 
+    def not_awaitable() -> object:  # call() given a function: refused at its first return
+        return attempt()
+
     with anyio.CancelScope() as caller:
-        with contextlib.suppress(Exception):  # the endings are compared
-            await retrier.call(coroutine)
+        with contextlib.suppress(Exception):  # the events are compared
+            await retrier.call(not_awaitable if behaviour == "misused" else coroutine)  # type: ignore[arg-type]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("behaviour", BEHAVIOURS)
+@pytest.mark.parametrize("behaviour", [*BEHAVIOURS, "misused"])
 @pytest.mark.parametrize("policy", POLICIES)
-async def test_a_coroutine_call_tells_the_same_endings_either_way(
-    policy: str, behaviour: str
-) -> None:
-    bare, full = EndingsRecorder(), RecordingInstrument()
-    for instrument in (bare, full):
-        await _run_async(instrument, POLICIES[policy], behaviour)
-    assert _told(bare.events) == _told(full.events)
-    assert _told(bare.events)[-1][0] == "CallFinished"
+async def test_a_coroutine_call_tells_the_same_either_way(policy: str, behaviour: str) -> None:
+    for make in (EndingsRecorder, ScopedRecorder):
+        bare, full = make(), make()
+        await _run_async(bare, POLICIES[policy], behaviour)
+        await _run_async(full, full_path(POLICIES[policy]), behaviour)
+        assert _heard(bare) == _heard(full)
+        assert _last_event(_heard(bare)) == "CallFinished"
