@@ -20,7 +20,7 @@ from .._core.backoff import (
 )
 from .._core.durations import parse_duration
 from .._core.errors import ConfigError
-from .._core.matchers import Matcher
+from .._core.matchers import Matcher, built_from
 from .._core.policy import RetryPolicy
 
 __all__ = ["BACKOFF_EXAMPLE", "MATCHER_EXAMPLE", "backoff_form", "to_mapping"]
@@ -101,10 +101,10 @@ def backoff_form(backoff: Backoff) -> Any:
 
 
 def _matcher_form(matcher: Matcher) -> list[Any]:
-    # A matcher's key records how it was built, so the config entries are read back from it.
-    kind, *args = matcher._key
+    built = built_from(matcher)
+    kind, *args = built
     entries: list[Any] = []
-    for key in args[0] if kind == "any" else (matcher._key,):
+    for key in args[0] if kind == "any" else (built,):
         kind, *args = key
         if kind in ("timeout", "network", "server_error", "rate_limit"):
             entries.append(kind)

@@ -26,6 +26,7 @@ __all__ = [
     "PROGRAMMING_ERRORS",
     "Matcher",
     "MatcherSpec",
+    "built_from",
     "compile_matcher",
     "on_exception",
     "on_predicate",
@@ -105,6 +106,13 @@ class Matcher:
 
     def __repr__(self) -> str:
         return f"<Matcher {_describe(self._key)}>"
+
+
+def built_from(matcher: Matcher) -> tuple[Any, ...]:
+    """How ``matcher`` was built: its kind and arguments (``("status", codes)``, ``("any",
+    parts)`` with each part's own), which its equality and repr read too; a configuration
+    dump writes its entries back from it."""
+    return matcher._key
 
 
 def _describe(key: tuple[Any, ...]) -> str:
