@@ -393,14 +393,13 @@ class Retrier:
     def _observed(
         self, fn: Callable[..., Any], call: Call | None, dispatch: Dispatch, door: str
     ) -> BareCall:
-        """The call about to run its first attempt bare, announced to the instruments that
-        hear of calls (`Dispatch.observes_calls`), their scopes entered. What is not callable
-        is refused first, as on the full path: nothing heard of it."""
+        """The call about to run its first attempt bare, as the instruments that hear of calls
+        (`Dispatch.observes_calls`) will hear of it (`BareCall.begin`, inside the attempt's
+        ``try``: an interruption there leaves what it entered). What is not callable is refused
+        first, as on the full path: nothing heard of it."""
         if not callable(fn):
             check_callable(fn, door)
-        observed = BareCall(self._runtime, self._call_of(fn, call), dispatch)
-        observed.begin()
-        return observed
+        return BareCall(self._runtime, self._call_of(fn, call), dispatch)
 
     async def run_async(
         self,
@@ -429,6 +428,8 @@ class Retrier:
         )
         awaitable: Any = NOT_GIVEN
         try:
+            if observed is not None:
+                observed.begin()
             awaitable = fn(*args, **kwargs)
             result = await awaitable
         except Exception as error:
@@ -503,6 +504,8 @@ class Retrier:
         )
         first: Exception | None = None
         try:
+            if observed is not None:
+                observed.begin()
             result = fn(*args, **kwargs)
         except Exception as error:
             first = error

@@ -189,3 +189,43 @@ async def test_a_coroutine_call_tells_the_same_either_way(policy: str, behaviour
         await _run_async(full, full_path(POLICIES[policy]), behaviour)
         assert _heard(bare) == _heard(full)
         assert _last_event(_heard(bare)) == "CallFinished"
+
+
+class InterruptedInAttemptStart(ScopedRecorder):
+    """Interrupted (Ctrl-C) while it hears of an attempt's start, its call scope entered."""
+
+    def attempt_started(self, event: AttemptStarted, /) -> contextlib.AbstractContextManager[None]:
+        self.told.append(event)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_interruption_in_a_start_hook_leaves_the_scopes_as_the_full_path(policy: str) -> None:
+    """The call's scope is left, and the call told cancelled, whichever path it took. Before,
+    on the bare path, the call scope stayed entered: the call's span stayed current in the
+    caller's context after the call raised."""
+    bare, full = InterruptedInAttemptStart(), InterruptedInAttemptStart()
+    for instrument, chosen in ((bare, POLICIES[policy]), (full, full_path(POLICIES[policy]))):
+        retrier = Retrier(chosen, instruments=[instrument], clock=FakeClock())
+        with pytest.raises(KeyboardInterrupt):
+            retrier.call_sync(_behaviour("succeeds"))
+    assert _heard(bare) == _heard(full)
+    assert _heard(bare)[-1] == "leave call by KeyboardInterrupt"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_an_interruption_in_a_coroutine_call_start_hook_leaves_the_scopes_too(
+    policy: str,
+) -> None:
+    bare, full = InterruptedInAttemptStart(), InterruptedInAttemptStart()
+
+    async def succeeds() -> int:
+        return 1
+
+    for instrument, chosen in ((bare, POLICIES[policy]), (full, full_path(POLICIES[policy]))):
+        retrier = Retrier(chosen, instruments=[instrument], clock=FakeClock())
+        with pytest.raises(KeyboardInterrupt):
+            await retrier.call(succeeds)
+    assert _heard(bare) == _heard(full)
+    assert _heard(bare)[-1] == "leave call by KeyboardInterrupt"
