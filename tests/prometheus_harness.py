@@ -1024,22 +1024,32 @@ class IncidentWorkload:
 
 @dataclass
 class LiveStack:
-    """A Prometheus that has scraped a full `Workload` storyline."""
+    """A Prometheus that has scraped a full `Workload` storyline.
+
+    ``start`` and ``end`` bound the storyline and ``complete`` is when Prometheus was known to
+    hold all of it (Unix times): a query that must see the whole run, and only it, is evaluated
+    at ``complete``, whenever the test asking runs.
+    """
 
     prometheus: PrometheusServer
     endpoint: MetricsEndpoint
     workload: Workload
     start: float
     end: float
+    complete: float
 
     def sample_sum(self, metric: str) -> float:
         """The sum of a metric's samples as the registry holds them now."""
-        return sum(
-            sample.value
-            for family in self.endpoint.registry.collect()
-            for sample in family.samples
-            if sample.name == metric
-        )
+        return _sample_sum(self.endpoint, metric)
+
+
+def _sample_sum(endpoint: MetricsEndpoint, metric: str) -> float:
+    return sum(
+        sample.value
+        for family in endpoint.registry.collect()
+        for sample in family.samples
+        if sample.name == metric
+    )
 
 
 @contextmanager
@@ -1057,17 +1067,16 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         )
         workload = Workload(endpoint.registry, fleet=_fleet(stack, workdir))
         start, end = workload.run(seconds)
-        live = LiveStack(prometheus, endpoint, workload, start, end)
         # The workload has stopped: once a scrape has seen every call and every inbound
         # request, Prometheus is complete.
         for metric in (CALLS, names.INBOUND_REQUESTS.prometheus):
-            total = live.sample_sum(metric)
+            total = _sample_sum(endpoint, metric)
             prometheus.wait_until(
                 functools.partial(_scraped, prometheus, total, metric),
                 f"a scrape with all {total:g} {metric}",
                 timeout=20.0,
             )
-        yield live
+        yield LiveStack(prometheus, endpoint, workload, start, end, complete=time.time())
 
 
 def _fleet(stack: ExitStack, workdir: Path) -> RedisFleet:
