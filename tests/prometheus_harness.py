@@ -266,6 +266,15 @@ class MetricsEndpoint:
         """``host:port`` for a scrape config."""
         return f"127.0.0.1:{self.port}"
 
+    def sample_sum(self, metric: str) -> float:
+        """The sum of a metric's samples as the registry holds them now."""
+        return sum(
+            sample.value
+            for family in self.registry.collect()
+            for sample in family.samples
+            if sample.name == metric
+        )
+
     def close(self) -> None:
         """Stop serving."""
         self._server.shutdown()
@@ -1038,19 +1047,6 @@ class LiveStack:
     end: float
     complete: float
 
-    def sample_sum(self, metric: str) -> float:
-        """The sum of a metric's samples as the registry holds them now."""
-        return _sample_sum(self.endpoint, metric)
-
-
-def _sample_sum(endpoint: MetricsEndpoint, metric: str) -> float:
-    return sum(
-        sample.value
-        for family in endpoint.registry.collect()
-        for sample in family.samples
-        if sample.name == metric
-    )
-
 
 @contextmanager
 def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator[LiveStack]:
@@ -1070,7 +1066,7 @@ def live_stack(binary: str, workdir: Path, *, seconds: float = 12.0) -> Iterator
         # The workload has stopped: once a scrape has seen every call and every inbound
         # request, Prometheus is complete.
         for metric in (CALLS, names.INBOUND_REQUESTS.prometheus):
-            total = _sample_sum(endpoint, metric)
+            total = endpoint.sample_sum(metric)
             prometheus.wait_until(
                 functools.partial(_scraped, prometheus, total, metric),
                 f"a scrape with all {total:g} {metric}",
